@@ -1,0 +1,77 @@
+package resolve
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// InputError reports a bad value given by the user. It names the field (a flag,
+// parameter or file key), the value and what is accepted, so that the message alone is
+// enough to fix the input.
+type InputError struct {
+	Field    string // e.g. "update-strategy"; callers may re-label it with WithField
+	Value    string
+	Accepted string
+	Err      error // optional underlying cause
+}
+
+func (e *InputError) Error() string {
+	var b strings.Builder
+	if e.Field != "" {
+		fmt.Fprintf(&b, "%s: ", e.Field)
+	}
+	fmt.Fprintf(&b, "invalid value %q", e.Value)
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	if e.Accepted != "" {
+		fmt.Fprintf(&b, " (accepted: %s)", e.Accepted)
+	}
+	return b.String()
+}
+
+func (e *InputError) Unwrap() error { return e.Err }
+
+// WithField returns err with the field of every InputError in it relabelled, so a
+// parser can speak of "platforms" while the caller names the parameter
+// "web.platforms" or the file key "images.web.platforms".
+func WithField(err error, field string) error {
+	var ie *InputError
+	if errors.As(err, &ie) {
+		c := *ie
+		c.Field = field
+		return &c
+	}
+	return err
+}
+
+// ErrNoTag is returned (wrapped in a *NoTagError) when no tag satisfies the policy.
+var ErrNoTag = errors.New("no tag qualifies")
+
+// NoTagError says why no tag qualified. The partial Result explains what was seen.
+type NoTagError struct {
+	Image  string
+	Reason string
+	Result *Result
+}
+
+func (e *NoTagError) Error() string {
+	return fmt.Sprintf("%s: %s: %s", e.Image, ErrNoTag, e.Reason)
+}
+
+func (e *NoTagError) Unwrap() error { return ErrNoTag }
+
+// RegistryError wraps a failure to read from a registry; the wrapped error carries
+// the registry's own answer (go-containerregistry's *transport.Error).
+type RegistryError struct {
+	Op    string // "list tags", "get manifest", ...
+	Image string
+	Err   error
+}
+
+func (e *RegistryError) Error() string {
+	return fmt.Sprintf("%s of %s: %v", e.Op, e.Image, e.Err)
+}
+
+func (e *RegistryError) Unwrap() error { return e.Err }

@@ -1,0 +1,46 @@
+package resolve
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// Manifest is a manifest or index as the registry served it, addressed by digest.
+type Manifest struct {
+	Digest    v1.Hash
+	MediaType types.MediaType
+	Raw       []byte
+}
+
+// IsIndex reports whether the manifest is a multi-platform index.
+func (m *Manifest) IsIndex() bool { return m.MediaType.IsIndex() }
+
+// Registry is the resolver's view of registries: the four reads that strategies need.
+// The network client (Remote) implements it; the daemon's cache wraps one to share
+// answers between renders. Implementations must be safe for concurrent use.
+type Registry interface {
+	// ListTags returns every tag of the repository, following pagination.
+	ListTags(ctx context.Context, repo name.Repository) ([]string, error)
+	// Head returns the descriptor (digest, media type) a tag points at, without the
+	// manifest body: the cheap way to see whether a tag moved.
+	Head(ctx context.Context, repo name.Repository, tag string) (v1.Descriptor, error)
+	// Manifest returns the manifest a tag or a digest ("sha256:...") points at.
+	Manifest(ctx context.Context, repo name.Repository, ref string) (*Manifest, error)
+	// Blob returns a blob (an image config) by digest.
+	Blob(ctx context.Context, repo name.Repository, digest v1.Hash) ([]byte, error)
+}
+
+// TagInfo is what the resolver learns about a tag.
+type TagInfo struct {
+	Digest    v1.Hash
+	MediaType types.MediaType
+	// Platforms the tag has a runnable manifest for (attestations excluded); nil when
+	// not inspected.
+	Platforms []Platform
+	// Created is the build time, when known.
+	Created time.Time
+}

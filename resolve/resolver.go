@@ -1,0 +1,225 @@
+package resolve
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"golang.org/x/sync/errgroup"
+)
+
+// Result is a resolution: the tag chosen and why.
+type Result struct {
+	// Image is the repository as written.
+	Image string `json:"image"`
+	Tag   string `json:"tag"`
+	// Digest is the digest the tag points at (the index digest for multi-arch images).
+	Digest string `json:"digest"`
+	// Reference is what a manifest gets: image:tag, or image:tag@digest when pinning.
+	Reference string   `json:"reference"`
+	Strategy  Strategy `json:"strategy"`
+	// Platforms are the platforms that were required.
+	Platforms []string `json:"platforms"`
+	// Candidates is how many tags passed the filters and the strategy.
+	Candidates int `json:"candidates"`
+	// Skipped lists every tag better than the winner that was passed over.
+	Skipped []Skip `json:"skipped"`
+	// Considered is the whole walk, for --explain.
+	Considered []Consideration `json:"-"`
+	// Rejected lists tags left out by filters or the strategy, for --explain.
+	Rejected []Rejection `json:"-"`
+	// Warnings about the policy (deprecated names).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Skip is a tag better than the winner that was passed over.
+type Skip struct {
+	Tag    string `json:"tag"`
+	Reason string `json:"reason"`
+	// Platforms the tag has, when it was skipped for a missing platform.
+	Platforms []string `json:"platforms,omitempty"`
+	// Missing are the required platforms it lacks.
+	Missing []string `json:"missing,omitempty"`
+}
+
+// Rejection is a tag that never became a candidate.
+type Rejection struct {
+	Tag    string `json:"tag"`
+	Reason string `json:"reason"`
+}
+
+// Consideration is one step of the walk down the ordered candidates.
+type Consideration struct {
+	Tag       string
+	Outcome   string // "chosen", "skipped"
+	Reason    string
+	Platforms []Platform
+	Created   time.Time
+}
+
+// Resolver finds the tag to deploy for a repository and a policy.
+type Resolver struct {
+	reg         Registry
+	concurrency int
+}
+
+// ResolverOption configures a Resolver.
+type ResolverOption func(*Resolver)
+
+// WithConcurrency bounds how many tags are inspected at once (default 8).
+func WithConcurrency(n int) ResolverOption {
+	return func(r *Resolver) { r.concurrency = max(n, 1) }
+}
+
+// NewResolver returns a Resolver reading from reg.
+func NewResolver(reg Registry, opts ...ResolverOption) *Resolver {
+	r := &Resolver{reg: reg, concurrency: 8}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Resolve finds the best tag of repo (written is how the user spelled it) that the
+// policy allows and that has every required platform. It never answers from partial
+// data: if a tag that could win cannot be read, it returns the registry's error.
+// When no tag qualifies it returns a *NoTagError holding the partial Result.
+func (r *Resolver) Resolve(ctx context.Context, repo name.Repository, written string, p *Policy) (*Result, error) {
+	res := &Result{Image: written, Strategy: p.Strategy, Platforms: PlatformStrings(p.Platforms),
+		Skipped: []Skip{}, Warnings: p.Warnings}
+	if res.Image == "" {
+		res.Image = repo.String()
+	}
+
+	var tags []string
+	if p.Strategy == Digest {
+		// Only one tag can win: no need to list the repository.
+		tags = []string{p.Constraint}
+	} else {
+		var err error
+		if tags, err = r.reg.ListTags(ctx, repo); err != nil {
+			return nil, err
+		}
+	}
+
+	var allowed []string
+	for _, t := range tags {
+		if ok, why := p.allowed(t); ok {
+			allowed = append(allowed, t)
+		} else {
+			res.Rejected = append(res.Rejected, Rejection{Tag: t, Reason: why})
+		}
+	}
+
+	infos := map[string]*TagInfo{}
+	var infoMu sync.Mutex
+	meta := func(ctx context.Context, tags []string) (map[string]*TagInfo, error) {
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(r.concurrency)
+		for _, t := range tags {
+			g.Go(func() error {
+				info, err := inspect(gctx, r.reg, repo, t, true, p.Platforms)
+				if err != nil {
+					return err
+				}
+				infoMu.Lock()
+				infos[t] = info
+				infoMu.Unlock()
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		return infos, nil
+	}
+
+	ordered, rejected, err := ordererFor(p).order(ctx, allowed, meta)
+	if err != nil {
+		return nil, err
+	}
+	res.Rejected = append(res.Rejected, rejected...)
+	res.Candidates = len(ordered)
+	if len(ordered) == 0 {
+		return nil, &NoTagError{Image: res.Image, Reason: noCandidateReason(p, len(tags), len(allowed)), Result: res}
+	}
+
+	for _, t := range ordered {
+		info := infos[t]
+		if info == nil && len(p.Platforms) > 0 {
+			if info, err = inspect(ctx, r.reg, repo, t, false, p.Platforms); err != nil {
+				return nil, err
+			}
+		}
+		if len(p.Platforms) > 0 {
+			if missing := missingPlatforms(info.Platforms, p.Platforms); len(missing) > 0 {
+				skip := Skip{Tag: t, Platforms: PlatformStrings(info.Platforms), Missing: PlatformStrings(missing),
+					Reason: fmt.Sprintf("no manifest for %s (has %s)", joinPlatforms(missing), joinPlatforms(info.Platforms))}
+				res.Skipped = append(res.Skipped, skip)
+				res.Considered = append(res.Considered, Consideration{Tag: t, Outcome: "skipped", Reason: skip.Reason,
+					Platforms: info.Platforms, Created: info.Created})
+				continue
+			}
+		}
+		if info == nil {
+			d, err := r.reg.Head(ctx, repo, t)
+			if err != nil {
+				return nil, err
+			}
+			info = &TagInfo{Digest: d.Digest, MediaType: d.MediaType}
+		}
+		res.Tag, res.Digest = t, info.Digest.String()
+		res.Reference = res.Image + ":" + t
+		if p.PinDigest || p.Strategy == Digest {
+			res.Reference += "@" + res.Digest
+		}
+		res.Considered = append(res.Considered, Consideration{Tag: t, Outcome: "chosen",
+			Reason: chosenReason(p), Platforms: info.Platforms, Created: info.Created})
+		return res, nil
+	}
+	return nil, &NoTagError{Image: res.Image, Result: res,
+		Reason: fmt.Sprintf("none of %d candidates has every required platform (%s)", len(ordered), joinPlatforms(p.Platforms))}
+}
+
+func noCandidateReason(p *Policy, listed, allowed int) string {
+	switch {
+	case p.Strategy == Digest:
+		return fmt.Sprintf("tag %q not found", p.Constraint)
+	case listed == 0:
+		return "the repository has no tags"
+	case allowed == 0:
+		return fmt.Sprintf("all %d tags are excluded by allow-tags/ignore-tags", listed)
+	case p.Strategy == Semver && p.Constraint != "":
+		return fmt.Sprintf("none of %d tags is a semantic version within %q", allowed, p.Constraint)
+	case p.Strategy == Semver:
+		return fmt.Sprintf("none of %d tags is a released semantic version", allowed)
+	case p.Strategy == Numeric:
+		return fmt.Sprintf("none of %d tags is an integer", allowed)
+	}
+	return fmt.Sprintf("none of %d tags can be ordered by %s", allowed, p.Strategy)
+}
+
+func chosenReason(p *Policy) string {
+	var why string
+	switch p.Strategy {
+	case Semver:
+		why = "highest semantic version"
+		if p.Constraint != "" {
+			why += " within " + p.Constraint
+		}
+	case NewestBuild:
+		why = "newest build"
+	case Digest:
+		why = "the followed tag, pinned to its current digest"
+	case Alphabetical:
+		why = "last in byte order"
+	case Numeric:
+		why = "largest number"
+	}
+	if len(p.Platforms) > 0 {
+		why += ", has " + joinPlatforms(p.Platforms)
+	}
+	return why
+}

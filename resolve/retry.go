@@ -1,0 +1,104 @@
+package resolve
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// RetryPolicy says how 429 and 5xx answers are retried.
+type RetryPolicy struct {
+	// Attempts is the total number of tries per request (1: no retry).
+	Attempts int
+	// Backoff is the wait before the first retry, doubled for each next one, when the
+	// registry sends no Retry-After.
+	Backoff time.Duration
+	// MaxWait caps any single wait, Retry-After included. A registry asking for longer
+	// gets its answer returned instead of a hang.
+	MaxWait time.Duration
+}
+
+// DefaultRetryPolicy retries three times, starting at 500ms, never waiting more than
+// 30s at once.
+var DefaultRetryPolicy = RetryPolicy{Attempts: 4, Backoff: 500 * time.Millisecond, MaxWait: 30 * time.Second}
+
+// retryTransport retries requests the registry answered with 429 or a 5xx, waiting
+// for Retry-After when given. It sits below authentication, so token and ping
+// requests are retried too.
+type retryTransport struct {
+	next   http.RoundTripper
+	policy RetryPolicy
+	// sleep waits for d or until ctx ends; replaced in unit tests.
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	attempts := max(t.policy.Attempts, 1)
+	backoff := t.policy.Backoff
+	for try := 1; ; try++ {
+		resp, err := t.next.RoundTrip(req)
+		if err != nil || try >= attempts || !retryable(resp.StatusCode) || (req.Body != nil && req.GetBody == nil) {
+			return resp, err
+		}
+		wait, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		if !ok {
+			wait = backoff
+			backoff *= 2
+		}
+		if t.policy.MaxWait > 0 && wait > t.policy.MaxWait {
+			return resp, nil // the caller reports the registry's own answer
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) //nolint:errcheck // draining for reuse only
+		resp.Body.Close()
+		if err := t.wait(req.Context(), wait); err != nil {
+			return nil, err
+		}
+		if req.GetBody != nil {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			req = req.Clone(req.Context())
+			req.Body = body
+		}
+	}
+}
+
+func (t *retryTransport) wait(ctx context.Context, d time.Duration) error {
+	if t.sleep != nil {
+		return t.sleep(ctx, d)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+func retryable(status int) bool {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
+		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// retryAfter parses a Retry-After header: seconds or an HTTP date.
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
