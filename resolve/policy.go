@@ -146,7 +146,7 @@ type PolicySpec struct {
 
 // Policy is a checked policy, ready to resolve with.
 type Policy struct {
-	Strategy  Strategy
+	Strategy Strategy
 	// Constraint is the raw constraint: a semver range for semver, the tag for digest,
 	// unused otherwise.
 	Constraint string

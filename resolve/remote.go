@@ -56,7 +56,9 @@ func WithTransport(t http.RoundTripper) RemoteOption {
 
 // WithInsecure allows plain HTTP and unverified TLS for every registry. Loopback
 // registries use plain HTTP without it.
-func WithInsecure(insecure bool) RemoteOption { return func(o *remoteOptions) { o.insecure = insecure } }
+func WithInsecure(insecure bool) RemoteOption {
+	return func(o *remoteOptions) { o.insecure = insecure }
+}
 
 // WithPageSize sets the tag list page size asked for (0: the registry's default).
 func WithPageSize(n int) RemoteOption { return func(o *remoteOptions) { o.pageSize = n } }

@@ -1,0 +1,89 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// ResolverBinaryName is the command plugin.yaml runs.
+const ResolverBinaryName = "argocd-image-resolver"
+
+type buildResult struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var builds sync.Map // package path -> *buildResult
+
+// ResolverBinary builds ./cmd/argocd-image-resolver of the main module once per test
+// run into the bin dir that Main put first on PATH, and returns its path. A build
+// failure fails the calling test (and every later caller) with the compiler's output.
+func ResolverBinary(t testing.TB) string {
+	t.Helper()
+	return buildOnce(t, "./cmd/argocd-image-resolver", filepath.Join(state.binDir, ResolverBinaryName))
+}
+
+// DemoBinary builds ./cmd/demo of the main module once per test run (outside PATH)
+// and returns its path. Running the built binary is `go run ./cmd/demo` without a
+// link step per call.
+func DemoBinary(t testing.TB) string {
+	t.Helper()
+	return buildOnce(t, "./cmd/demo", filepath.Join(state.toolDir, "demo"))
+}
+
+func buildOnce(t testing.TB, pkg, out string) string {
+	t.Helper()
+	v, _ := builds.LoadOrStore(pkg, &buildResult{})
+	b := v.(*buildResult)
+	b.once.Do(func() {
+		start := time.Now()
+		b.err = goBuild(pkg, out)
+		b.path = out
+		if b.err == nil {
+			t.Logf("built %s in %s", pkg, time.Since(start).Round(time.Millisecond))
+		}
+	})
+	if b.err != nil {
+		t.Fatalf("building %s of the main module: %v", pkg, b.err)
+	}
+	return b.path
+}
+
+func goBuild(pkg, out string) error {
+	if _, err := os.Stat(filepath.Join(state.repoRoot, filepath.FromSlash(pkg))); err != nil {
+		return fmt.Errorf("%s does not exist in %s yet: %w", pkg, state.repoRoot, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", out, pkg)
+	cmd.Dir = state.repoRoot
+	// The main module builds on its own: no workspace from around it.
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	var outBuf bytes.Buffer
+	cmd.Stdout = &outBuf
+	cmd.Stderr = &outBuf
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build -o %s %s (in %s): %v\n%s", out, pkg, state.repoRoot, err, strings.TrimSpace(outBuf.String()))
+	}
+	return nil
+}
+
+// goTool is the go command that runs these tests.
+func goTool() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	if root := os.Getenv("GOROOT"); root != "" {
+		return filepath.Join(root, "bin", "go")
+	}
+	return "go"
+}

@@ -1,0 +1,94 @@
+package registrytest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+)
+
+type tagList struct {
+	Name string   `json:"name"`
+	Tags []string `json:"tags"`
+}
+
+// serveTags answers GET /v2/<repo>/tags/list with distribution's pagination:
+// tags sorted, `last` exclusive, at most min(n, page size) per page, and a
+// Link header to the next page when more tags follow.
+func (s *Server) serveTags(w http.ResponseWriter, r *http.Request, repo string) {
+	q := r.URL.Query()
+	n := -1
+	if _, ok := q["n"]; ok {
+		v, err := strconv.Atoi(q.Get("n"))
+		if s.cfg.rejectPageSize || err != nil || v < 0 {
+			writeError(w, r, http.StatusBadRequest, "PAGINATION_NUMBER_INVALID",
+				"invalid number of results requested", map[string]string{"n": q.Get("n")})
+			return
+		}
+		n = v
+	}
+
+	// The full, sorted list from the inner registry.
+	rec, err := s.innerDo(http.MethodGet, "/v2/"+repo+"/tags/list", nil, nil)
+	if err != nil {
+		writeError(w, r, http.StatusInternalServerError, "UNKNOWN", err.Error(), nil)
+		return
+	}
+	if rec.Code != http.StatusOK {
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+		return
+	}
+	var all tagList
+	if err := json.Unmarshal(rec.Body.Bytes(), &all); err != nil {
+		writeError(w, r, http.StatusInternalServerError, "UNKNOWN", err.Error(), nil)
+		return
+	}
+	tags := all.Tags
+	sort.Strings(tags)
+
+	if last := q.Get("last"); last != "" {
+		i := sort.SearchStrings(tags, last)
+		if i < len(tags) && tags[i] == last {
+			i++
+		}
+		tags = tags[i:]
+	}
+
+	limit := -1
+	if s.cfg.pageSize > 0 {
+		limit = s.cfg.pageSize
+	}
+	if n >= 0 && (limit < 0 || n < limit) {
+		limit = n
+	}
+	more := false
+	if limit >= 0 && len(tags) > limit {
+		tags = tags[:limit]
+		more = limit > 0
+	}
+	if tags == nil {
+		tags = []string{}
+	}
+
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
+	if more {
+		v := url.Values{}
+		if !s.cfg.rejectPageSize {
+			v.Set("n", strconv.Itoa(limit))
+		}
+		v.Set("last", tags[len(tags)-1])
+		next := url.URL{Path: r.URL.Path, RawQuery: v.Encode()}
+		w.Header().Set("Link", fmt.Sprintf("<%s>; rel=\"next\"", next.String()))
+	}
+	body, _ := json.Marshal(tagList{Name: repo, Tags: tags})
+	body = append(body, '\n')
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
