@@ -2,6 +2,7 @@ package resolve
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -55,12 +56,12 @@ func ParseImage(s string) (Image, error) {
 	}
 	rest, digest, hasDigest := strings.Cut(s, "@")
 	repoPart, tag := splitTag(rest)
-	repo, err := name.NewRepository(repoPart, name.WeakValidation)
+	repo, err := newRepository(repoPart)
 	if err != nil {
 		return Image{}, &InputError{Field: "image", Value: s, Accepted: accepted, Err: err}
 	}
 	img := Image{Written: repoPart, Repo: repo}
-	if tag != "" {
+	if tag != "" || strings.HasSuffix(rest, ":") {
 		if _, err := name.NewTag(repoPart+":"+tag, name.WeakValidation); err != nil {
 			return Image{}, &InputError{Field: "image", Value: s, Accepted: accepted, Err: err}
 		}
@@ -88,11 +89,29 @@ func ParseImageSpec(s string) (repo name.Repository, written, constraint string,
 			Err: fmt.Errorf("a digest does not belong in an image-list entry; use update-strategy digest")}
 	}
 	written, constraint = splitTag(strings.TrimSpace(s))
-	repo, err = name.NewRepository(written, name.WeakValidation)
+	repo, err = newRepository(written)
 	if err != nil {
 		return name.Repository{}, "", "", &InputError{Field: "image", Value: s, Accepted: accepted, Err: err}
 	}
 	return repo, written, constraint, nil
+}
+
+// pathComponent is distribution's grammar for one repository path component.
+var pathComponent = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$`)
+
+// newRepository parses a repository name; go-containerregistry is lenient about
+// path components (a//b), the distribution grammar is not.
+func newRepository(s string) (name.Repository, error) {
+	repo, err := name.NewRepository(s, name.WeakValidation)
+	if err != nil {
+		return name.Repository{}, err
+	}
+	for _, c := range strings.Split(repo.RepositoryStr(), "/") {
+		if !pathComponent.MatchString(c) {
+			return name.Repository{}, fmt.Errorf("repository path component %q is not lowercase letters, digits and separators", c)
+		}
+	}
+	return repo, nil
 }
 
 // splitTag splits "host:port/path:tag" into repository and tag: the tag separator is

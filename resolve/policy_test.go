@@ -1,0 +1,159 @@
+package resolve
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestPolicySpecCompileErrors(t *testing.T) {
+	tests := []struct {
+		name      string
+		spec      PolicySpec
+		field     string
+		wantParts []string
+	}{
+		{"unknown strategy", PolicySpec{Strategy: "fastest"}, "update-strategy", []string{`"fastest"`, "semver, newest-build"}},
+		{"bad constraint", PolicySpec{Constraint: "~>1..2"}, "constraint", []string{`"~>1..2"`, "semver range"}},
+		{"digest without tag", PolicySpec{Strategy: "digest"}, "constraint", []string{"the tag to follow"}},
+		{"constraint with numeric", PolicySpec{Strategy: "numeric", Constraint: "1.x"}, "constraint", []string{"allow-tags"}},
+		{"bad allow regexp", PolicySpec{AllowTags: "regexp:^(1"}, "allow-tags", []string{`"regexp:^(1"`, "missing closing )"}},
+		{"allow without prefix", PolicySpec{AllowTags: "^1.*"}, "allow-tags", []string{"regexp:EXPR, glob:PATTERN or any"}},
+		{"bad allow glob", PolicySpec{AllowTags: "glob:[a"}, "allow-tags", []string{"syntax error"}},
+		{"bad ignore regexp", PolicySpec{IgnoreTags: []string{"regexp:*"}}, "ignore-tags", []string{"missing argument"}},
+		{"bad ignore glob", PolicySpec{IgnoreTags: []string{"ok,[x"}}, "ignore-tags", []string{"syntax error"}},
+		{"platform without arch", PolicySpec{Platforms: []string{"linux"}}, "platforms", []string{`"linux"`, "os/arch[/variant]"}},
+		{"platform too long", PolicySpec{Platforms: []string{"linux/arm/v7/x"}}, "platforms", []string{`"linux/arm/v7/x"`}},
+		{"platform upper case", PolicySpec{Platforms: []string{"Linux/AMD64"}}, "platforms", []string{`"Linux/AMD64"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.spec.Compile()
+			var ie *InputError
+			if !errors.As(err, &ie) {
+				t.Fatalf("Compile() error = %v, want *InputError", err)
+			}
+			if ie.Field != tt.field {
+				t.Errorf("field = %q, want %q", ie.Field, tt.field)
+			}
+			for _, part := range tt.wantParts {
+				if !strings.Contains(err.Error(), part) {
+					t.Errorf("error %q does not contain %q", err, part)
+				}
+			}
+		})
+	}
+}
+
+func TestParseStrategy(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    Strategy
+		warning bool
+	}{
+		{"", Semver, false}, {"semver", Semver, false}, {"newest-build", NewestBuild, false},
+		{"digest", Digest, false}, {"alphabetical", Alphabetical, false}, {"numeric", Numeric, false},
+		{"latest", NewestBuild, true}, {"name", Alphabetical, true},
+	}
+	for _, tt := range tests {
+		got, warn, err := ParseStrategy(tt.in)
+		if err != nil || got != tt.want || (warn != "") != tt.warning {
+			t.Errorf("ParseStrategy(%q) = %q, %q, %v; want %q, warning %v", tt.in, got, warn, err, tt.want, tt.warning)
+		}
+	}
+}
+
+func TestTagFilters(t *testing.T) {
+	tests := []struct {
+		allow  string
+		ignore []string
+		tag    string
+		want   bool
+	}{
+		{"", nil, "anything", true},
+		{"any", nil, "anything", true},
+		{"regexp:^1\\.", nil, "1.2.3", true},
+		{"regexp:^1\\.", nil, "2.0.0", false},
+		{"glob:1.*", nil, "1.2.3", true},
+		{"glob:1.*", nil, "v1.2", false},
+		{"", []string{"*-rc*, latest"}, "1.0-rc1", false},
+		{"", []string{"*-rc*, latest"}, "latest", false},
+		{"", []string{"*-rc*, latest"}, "1.0", true},
+		{"", []string{"regexp:^(dev|test)-"}, "dev-42", false},
+		{"", []string{"regexp:^(dev|test)-"}, "prod-42", true},
+		{"", []string{"glob:nightly*"}, "nightly-1", false},
+	}
+	for _, tt := range tests {
+		p := PolicySpec{AllowTags: tt.allow, IgnoreTags: tt.ignore}.MustCompile()
+		if got, _ := p.allowed(tt.tag); got != tt.want {
+			t.Errorf("allow %q ignore %q: allowed(%q) = %v, want %v", tt.allow, tt.ignore, tt.tag, got, tt.want)
+		}
+	}
+}
+
+func TestStrategyOrder(t *testing.T) {
+	noMeta := func(context.Context, []string) (map[string]*TagInfo, error) {
+		t.Fatal("strategy asked for metadata it does not need")
+		return nil, nil
+	}
+	tests := []struct {
+		name string
+		spec PolicySpec
+		tags []string
+		want []string
+	}{
+		{"semver highest first, v prefix, no prereleases",
+			PolicySpec{}, []string{"1.2.0", "v1.10.0", "1.9.9", "2.0.0-rc.1", "latest", "1.3"},
+			[]string{"v1.10.0", "1.9.9", "1.3", "1.2.0"}},
+		{"semver constraint",
+			PolicySpec{Constraint: "~1.2"}, []string{"1.2.0", "1.2.7", "1.3.0", "1.1.9"},
+			[]string{"1.2.7", "1.2.0"}},
+		{"semver prerelease only when asked",
+			PolicySpec{Constraint: ">=2.0.0-0"}, []string{"1.9.0", "2.0.0-rc.1", "2.0.0-rc.2", "2.0.0"},
+			[]string{"2.0.0", "2.0.0-rc.2", "2.0.0-rc.1"}},
+		{"semver equal versions break ties by tag string",
+			PolicySpec{}, []string{"1.2", "v1.2.0", "1.2.0"},
+			[]string{"v1.2.0", "1.2.0", "1.2"}},
+		{"alphabetical is byte order",
+			PolicySpec{Strategy: "alphabetical"}, []string{"b", "a", "B", "10", "9"},
+			[]string{"b", "a", "B", "9", "10"}},
+		{"numeric is numeric, not lexical",
+			PolicySpec{Strategy: "numeric"}, []string{"9", "10", "100", "x1", "-3", "1.5", "007", "7"},
+			[]string{"100", "10", "9", "7", "007"}},
+		{"digest follows the constraint tag",
+			PolicySpec{Strategy: "digest", Constraint: "stable"}, []string{"stable", "latest"},
+			[]string{"stable"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tt.spec.MustCompile()
+			got, _, err := ordererFor(p).order(context.Background(), tt.tags, noMeta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("order = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzPolicySpec(f *testing.F) {
+	f.Add("semver", "~1.2", "regexp:^1", "*-rc*", "linux/arm64")
+	f.Add("digest", "latest", "glob:*", "regexp:(", "linux/arm/v7")
+	f.Fuzz(func(t *testing.T, strategy, constraint, allow, ignore, platforms string) {
+		p, err := PolicySpec{Strategy: strategy, Constraint: constraint, AllowTags: allow,
+			IgnoreTags: []string{ignore}, Platforms: []string{platforms}}.Compile()
+		if err != nil {
+			var ie *InputError
+			if !errors.As(err, &ie) {
+				t.Fatalf("error is not an *InputError: %v", err)
+			}
+			return
+		}
+		p.allowed(constraint)
+		_, _, _ = ordererFor(p).order(context.Background(), []string{constraint, allow, "1.0.0"}, nil)
+	})
+}

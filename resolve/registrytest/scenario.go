@@ -1,0 +1,405 @@
+package registrytest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"gopkg.in/yaml.v3"
+)
+
+// Scenario describes a registry's content (testdata/registry/*.yaml):
+//
+//	repositories:
+//	  team/web:
+//	    tags:
+//	      - {tag: "1.2.0", created: "2026-01-01T00:00:00Z", platforms: [linux/amd64, linux/arm64]}
+//	      - {tag: "1.3.0", created: "2026-02-01T00:00:00Z", platforms: [linux/arm64], attestation: true}
+//	      - {tag: "latest", sameAs: "1.3.0"}
+//	    generate: {count: 1000, format: "1.0.%d", created: "2026-01-01T00:00:00Z", platforms: [linux/amd64]}
+//
+// Content is deterministic: the same scenario gives the same digests.
+type Scenario struct {
+	Repositories map[string]*Repository `yaml:"repositories"`
+}
+
+// Repository is the content of one repository.
+type Repository struct {
+	Tags     []TagSpec `yaml:"tags"`
+	Generate *Generate `yaml:"generate"`
+}
+
+// TagSpec is one tag: either content (created + platforms) or sameAs.
+//
+// One platform without attestation or index gives a plain image manifest;
+// otherwise an image index with one image per platform.
+type TagSpec struct {
+	Tag       string   `yaml:"tag"`
+	Created   string   `yaml:"created"`   // RFC 3339; the image config's created
+	Platforms []string `yaml:"platforms"` // os/arch[/variant]
+	// Attestation adds buildx-style unknown/unknown attestation manifests.
+	Attestation bool `yaml:"attestation"`
+	// Index forces an image index even for one platform.
+	Index bool `yaml:"index"`
+	// CreatedAnnotation sets org.opencontainers.image.created on the top manifest.
+	CreatedAnnotation bool `yaml:"createdAnnotation"`
+	// Docker uses Docker schema 2 media types instead of OCI.
+	Docker bool `yaml:"docker"`
+	// SameAs points this tag at another tag's content (explicit or generated).
+	SameAs string `yaml:"sameAs"`
+}
+
+// Generate adds Count tags named fmt.Sprintf(Format, i) for i from Start.
+// Tag i is created at Created + (i-Start)*Interval.
+type Generate struct {
+	Count             int      `yaml:"count"`
+	Format            string   `yaml:"format"`
+	Start             int      `yaml:"start"`
+	Created           string   `yaml:"created"`
+	Interval          string   `yaml:"interval"` // Go duration, e.g. "24h"; default 0
+	Platforms         []string `yaml:"platforms"`
+	Attestation       bool     `yaml:"attestation"`
+	Index             bool     `yaml:"index"`
+	CreatedAnnotation bool     `yaml:"createdAnnotation"`
+	Docker            bool     `yaml:"docker"`
+}
+
+// LoadScenario reads and validates a scenario file. Unknown keys are errors
+// naming the key and line.
+func LoadScenario(path string) (*Scenario, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	sc, err := ParseScenario(b)
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", path, err)
+	}
+	return sc, nil
+}
+
+// ParseScenario parses and validates scenario YAML strictly.
+func ParseScenario(b []byte) (*Scenario, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	var sc Scenario
+	if err := dec.Decode(&sc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("empty scenario")
+		}
+		return nil, err
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("more than one YAML document")
+	}
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	return &sc, nil
+}
+
+// Validate checks every field and returns the first error, naming the
+// repository, the tag and the field.
+func (sc *Scenario) Validate() error {
+	_, err := sc.plan()
+	return err
+}
+
+// plannedTag is one tag to write: content to push, or a tag of other content.
+type plannedTag struct {
+	tag    string
+	spec   content
+	sameAs string // resolved to a content tag
+}
+
+type content struct {
+	seed              string
+	labels            map[string]string
+	created           time.Time
+	platforms         []string
+	attestation       bool
+	index             bool
+	createdAnnotation bool
+	docker            bool
+}
+
+type plannedRepo struct {
+	name string
+	tags []plannedTag // content first, then sameAs
+}
+
+func (c content) taggable() (remote.Taggable, error) {
+	if len(c.platforms) == 1 && !c.index && !c.attestation {
+		opts := []ImageOption{WithSeed(c.seed), WithLabels(c.labels)}
+		if c.docker {
+			opts = append(opts, WithDockerMediaTypes())
+		}
+		if c.createdAnnotation {
+			opts = append(opts, WithCreatedAnnotation())
+		}
+		return NewImage(c.created, c.platforms[0], opts...)
+	}
+	opts := []IndexOption{WithSeed(c.seed), WithLabels(c.labels)}
+	if c.docker {
+		opts = append(opts, WithDockerMediaTypes())
+	}
+	if c.createdAnnotation {
+		opts = append(opts, WithCreatedAnnotation())
+	}
+	if c.attestation {
+		opts = append(opts, WithAttestation())
+	}
+	return NewIndex(c.created, c.platforms, opts...)
+}
+
+func checkPlatforms(ps []string) error {
+	if len(ps) == 0 {
+		return errors.New("platforms: at least one os/arch[/variant] is required")
+	}
+	seen := map[string]bool{}
+	for _, p := range ps {
+		if _, err := ParsePlatform(p); err != nil {
+			return fmt.Errorf("platforms: %w", err)
+		}
+		if seen[p] {
+			return fmt.Errorf("platforms: %q listed twice", p)
+		}
+		seen[p] = true
+	}
+	return nil
+}
+
+func parseCreated(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, errors.New("created: required (RFC 3339, e.g. 2026-01-01T00:00:00Z)")
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("created %q: want RFC 3339, e.g. 2026-01-01T00:00:00Z", s)
+	}
+	return t.UTC(), nil
+}
+
+func (sc *Scenario) plan() ([]plannedRepo, error) {
+	if sc == nil || len(sc.Repositories) == 0 {
+		return nil, errors.New("repositories: at least one repository is required")
+	}
+	names := make([]string, 0, len(sc.Repositories))
+	for n := range sc.Repositories {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+
+	var out []plannedRepo
+	for _, repo := range names {
+		r := sc.Repositories[repo]
+		where := fmt.Sprintf("repositories[%q]", repo)
+		if _, err := name.NewRepository("registry.test/"+repo, name.StrictValidation); err != nil {
+			return nil, fmt.Errorf("%s: bad repository name: %w", where, err)
+		}
+		if r == nil || (len(r.Tags) == 0 && r.Generate == nil) {
+			return nil, fmt.Errorf("%s: needs tags or generate", where)
+		}
+		pr := plannedRepo{name: repo}
+		defined := map[string]bool{}
+		define := func(where, tag string) error {
+			if tag == "" {
+				return fmt.Errorf("%s: tag: required", where)
+			}
+			if _, err := name.NewTag("registry.test/x:"+tag, name.StrictValidation); err != nil {
+				return fmt.Errorf("%s: tag %q: not a valid tag ([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})", where, tag)
+			}
+			if defined[tag] {
+				return fmt.Errorf("%s: tag %q defined twice", where, tag)
+			}
+			defined[tag] = true
+			return nil
+		}
+
+		if g := r.Generate; g != nil {
+			gw := where + ".generate"
+			if g.Count <= 0 {
+				return nil, fmt.Errorf("%s: count %d: must be > 0", gw, g.Count)
+			}
+			if strings.Count(g.Format, "%") != 1 || !strings.Contains(g.Format, "%d") {
+				return nil, fmt.Errorf("%s: format %q: must contain exactly one %%d", gw, g.Format)
+			}
+			created, err := parseCreated(g.Created)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", gw, err)
+			}
+			var step time.Duration
+			if g.Interval != "" {
+				if step, err = time.ParseDuration(g.Interval); err != nil || step < 0 {
+					return nil, fmt.Errorf("%s: interval %q: want a non-negative Go duration, e.g. 1h or 24h", gw, g.Interval)
+				}
+			}
+			if err := checkPlatforms(g.Platforms); err != nil {
+				return nil, fmt.Errorf("%s: %w", gw, err)
+			}
+			for i := 0; i < g.Count; i++ {
+				tag := fmt.Sprintf(g.Format, g.Start+i)
+				if err := define(gw, tag); err != nil {
+					return nil, err
+				}
+				pr.tags = append(pr.tags, plannedTag{tag: tag, spec: content{
+					// Generated tags share one layer; the version label
+					// keeps every digest distinct.
+					seed:              repo + "@generate",
+					labels:            map[string]string{LabelVersion: tag},
+					created:           created.Add(time.Duration(i) * step),
+					platforms:         g.Platforms,
+					attestation:       g.Attestation,
+					index:             g.Index,
+					createdAnnotation: g.CreatedAnnotation,
+					docker:            g.Docker,
+				}})
+			}
+		}
+
+		var aliases []plannedTag
+		for i, t := range r.Tags {
+			tw := fmt.Sprintf("%s.tags[%d]", where, i)
+			if t.Tag != "" {
+				tw += fmt.Sprintf(" (tag %q)", t.Tag)
+			}
+			if err := define(tw, t.Tag); err != nil {
+				return nil, err
+			}
+			if t.SameAs != "" {
+				if t.Created != "" || len(t.Platforms) > 0 || t.Attestation || t.Index || t.CreatedAnnotation || t.Docker {
+					return nil, fmt.Errorf("%s: sameAs %q cannot be combined with created, platforms, attestation, index, createdAnnotation or docker", tw, t.SameAs)
+				}
+				aliases = append(aliases, plannedTag{tag: t.Tag, sameAs: t.SameAs})
+				continue
+			}
+			created, err := parseCreated(t.Created)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", tw, err)
+			}
+			if err := checkPlatforms(t.Platforms); err != nil {
+				return nil, fmt.Errorf("%s: %w", tw, err)
+			}
+			pr.tags = append(pr.tags, plannedTag{tag: t.Tag, spec: content{
+				seed:              repo + ":" + t.Tag,
+				labels:            map[string]string{LabelVersion: t.Tag},
+				created:           created,
+				platforms:         t.Platforms,
+				attestation:       t.Attestation,
+				index:             t.Index,
+				createdAnnotation: t.CreatedAnnotation,
+				docker:            t.Docker,
+			}})
+		}
+
+		// Resolve sameAs chains to a content tag.
+		target := map[string]string{}
+		for _, a := range aliases {
+			target[a.tag] = a.sameAs
+		}
+		for _, a := range aliases {
+			to, hops := a.sameAs, 0
+			for {
+				next, isAlias := target[to]
+				if !isAlias {
+					break
+				}
+				if hops++; hops > len(aliases) {
+					return nil, fmt.Errorf("%s: tag %q: sameAs loop", where, a.tag)
+				}
+				to = next
+			}
+			if !defined[to] {
+				return nil, fmt.Errorf("%s: tag %q: sameAs %q: no such tag in this repository", where, a.tag, a.sameAs)
+			}
+			pr.tags = append(pr.tags, plannedTag{tag: a.tag, sameAs: to})
+		}
+		out = append(out, pr)
+	}
+	return out, nil
+}
+
+// SeedRemote pushes sc to any registry over HTTP with go-containerregistry's
+// remote package (so it also works against the distribution registry).
+// registryHost is "host:port", optionally prefixed with "http://" (plain
+// HTTP, e.g. Server.URL) or "https://"; without a scheme ggcr's default
+// applies (HTTP for localhost and loopback, HTTPS otherwise). opts are added
+// to remote's (auth, transport, ...); the context is ctx.
+func SeedRemote(ctx context.Context, registryHost string, sc *Scenario, opts ...remote.Option) error {
+	var nameOpts []name.Option
+	switch {
+	case strings.HasPrefix(registryHost, "http://"):
+		registryHost = strings.TrimPrefix(registryHost, "http://")
+		nameOpts = append(nameOpts, name.Insecure)
+	case strings.HasPrefix(registryHost, "https://"):
+		registryHost = strings.TrimPrefix(registryHost, "https://")
+	}
+	registryHost = strings.TrimSuffix(registryHost, "/")
+	ropts := append([]remote.Option{remote.WithJobs(8)}, opts...)
+	ropts = append(ropts, remote.WithContext(ctx))
+	return seed(registryHost, sc, nameOpts, ropts)
+}
+
+// SeedScenario writes sc straight into the server, bypassing the middleware
+// and the counters.
+func (s *Server) SeedScenario(sc *Scenario) error {
+	return seed(s.Host, sc, nil, append([]remote.Option{remote.WithJobs(4)}, s.seedOptions(context.Background())...))
+}
+
+func seed(host string, sc *Scenario, nameOpts []name.Option, ropts []remote.Option) error {
+	plan, err := sc.plan()
+	if err != nil {
+		return fmt.Errorf("scenario: %w", err)
+	}
+	nameOpts = append(nameOpts, name.StrictValidation)
+
+	// Build every piece of content, then write it all at once: MultiWrite
+	// dedups shared blobs and uploads in parallel.
+	todo := map[name.Reference]remote.Taggable{}
+	built := map[string]remote.Taggable{} // repo + "\x00" + tag
+	for _, r := range plan {
+		for _, t := range r.tags {
+			if t.sameAs != "" {
+				continue
+			}
+			ref, err := name.NewTag(host+"/"+r.name+":"+t.tag, nameOpts...)
+			if err != nil {
+				return fmt.Errorf("scenario: %s:%s: %w", r.name, t.tag, err)
+			}
+			tg, err := t.spec.taggable()
+			if err != nil {
+				return fmt.Errorf("scenario: %s:%s: %w", r.name, t.tag, err)
+			}
+			todo[ref] = tg
+			built[r.name+"\x00"+t.tag] = tg
+		}
+	}
+	if err := remote.MultiWrite(todo, ropts...); err != nil {
+		return fmt.Errorf("scenario: push: %w", err)
+	}
+	// Aliases: only a manifest PUT, the content is there.
+	for _, r := range plan {
+		for _, t := range r.tags {
+			if t.sameAs == "" {
+				continue
+			}
+			ref, err := name.NewTag(host+"/"+r.name+":"+t.tag, nameOpts...)
+			if err != nil {
+				return fmt.Errorf("scenario: %s:%s: %w", r.name, t.tag, err)
+			}
+			if err := remote.Put(ref, built[r.name+"\x00"+t.sameAs], ropts...); err != nil {
+				return fmt.Errorf("scenario: tag %s:%s as %s: %w", r.name, t.tag, t.sameAs, err)
+			}
+		}
+	}
+	return nil
+}
