@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -25,21 +26,24 @@ const DefaultPageSize = 1000
 // manifests and blobs by digest (content addressed, so never stale), and retries 429
 // and 5xx answers honouring Retry-After.
 type Remote struct {
-	o       remoteOptions
-	puller  *remote.Puller
-	noPage  func() (*remote.Puller, error) // puller without a page size, made on first need
-	manMemo sync.Map                       // digest string -> *Manifest
-	blobMem sync.Map                       // digest string -> []byte
+	o        remoteOptions
+	common   []remote.Option
+	table    registryTable
+	pullers  sync.Map // page size -> func() (*remote.Puller, error)
+	manMemo  sync.Map // digest string -> *Manifest
+	blobMemo sync.Map // digest string -> []byte
 }
 
 type remoteOptions struct {
-	keychain  authn.Keychain
-	transport http.RoundTripper
-	insecure  bool
-	pageSize  int
-	retry     RetryPolicy
-	userAgent string
-	jobs      int
+	keychain   authn.Keychain
+	transport  http.RoundTripper
+	insecure   bool
+	pageSize   int
+	retry      RetryPolicy
+	userAgent  string
+	jobs       int
+	registries []RegistryConfig
+	noMemo     bool
 }
 
 // RemoteOption configures a Remote.
@@ -69,6 +73,16 @@ func WithRetry(p RetryPolicy) RemoteOption { return func(o *remoteOptions) { o.r
 // WithUserAgent sets the User-Agent sent to registries.
 func WithUserAgent(ua string) RemoteOption { return func(o *remoteOptions) { o.userAgent = ua } }
 
+// WithRegistries sets per-registry configuration (endpoint, insecure, page size),
+// matched by the longest prefix of each repository.
+func WithRegistries(cfgs []RegistryConfig) RemoteOption {
+	return func(o *remoteOptions) { o.registries = cfgs }
+}
+
+// WithoutMemo turns off memoising manifests and blobs by digest, for a caller that
+// keeps its own bounded cache (the daemon).
+func WithoutMemo() RemoteOption { return func(o *remoteOptions) { o.noMemo = true } }
+
 // NewRemote returns a registry client.
 func NewRemote(opts ...RemoteOption) (*Remote, error) {
 	o := remoteOptions{
@@ -81,16 +95,23 @@ func NewRemote(opts ...RemoteOption) (*Remote, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	r := &Remote{o: o, table: newRegistryTable(o.registries)}
+	insecureHosts := map[string]bool{}
+	for _, rc := range r.table {
+		if rc.Insecure {
+			host, _, _ := strings.Cut(rc.Prefix, "/")
+			insecureHosts[host] = true
+			if rc.API != "" {
+				insecureHosts[rc.API] = true
+			}
+		}
+	}
 	base := o.transport
 	if base == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		if o.insecure {
-			t.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // asked for explicitly
-		}
-		base = t
+		base = newBaseTransport(o.insecure, insecureHosts)
 	}
 	rt := &retryTransport{next: base, policy: o.retry}
-	common := []remote.Option{
+	r.common = []remote.Option{
 		remote.WithTransport(rt),
 		remote.WithAuthFromKeychain(o.keychain),
 		remote.WithUserAgent(o.userAgent),
@@ -100,33 +121,86 @@ func NewRemote(opts ...RemoteOption) (*Remote, error) {
 		remote.WithRetryPredicate(func(error) bool { return false }),
 		remote.WithRetryStatusCodes(),
 	}
-	p, err := remote.NewPuller(append(common, remote.WithPageSize(o.pageSize))...)
-	if err != nil {
+	if _, err := r.puller(o.pageSize); err != nil {
 		return nil, fmt.Errorf("registry client: %w", err)
 	}
-	r := &Remote{o: o, puller: p}
-	r.noPage = sync.OnceValues(func() (*remote.Puller, error) { return remote.NewPuller(common...) })
 	return r, nil
 }
 
-func (r *Remote) repo(repo name.Repository) name.Repository {
-	if !r.o.insecure {
-		return repo
+// puller returns the shared Puller for a page size (0: none). Pullers keep one
+// authenticated transport per repository, so a repository costs one ping and one
+// token however many requests follow.
+func (r *Remote) puller(pageSize int) (*remote.Puller, error) {
+	newPuller := sync.OnceValues(func() (*remote.Puller, error) {
+		// ggcr asks for 1000 unless told otherwise; 0 sends no n at all.
+		opts := append(append([]remote.Option(nil), r.common...), remote.WithPageSize(pageSize))
+		return remote.NewPuller(opts...)
+	})
+	f, _ := r.pullers.LoadOrStore(pageSize, newPuller)
+	return f.(func() (*remote.Puller, error))()
+}
+
+// newBaseTransport is the HTTP transport below retries and auth. TLS verification is
+// off only for registries configured insecure (or all, with insecureAll).
+func newBaseTransport(insecureAll bool, insecureHosts map[string]bool) http.RoundTripper {
+	secure := http.DefaultTransport.(*http.Transport).Clone()
+	if !insecureAll && len(insecureHosts) == 0 {
+		return secure
 	}
-	if ins, err := name.NewRepository(repo.Name(), name.Insecure, name.WeakValidation); err == nil {
-		return ins
+	insecure := secure.Clone()
+	insecure.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // configured explicitly
+	if insecureAll {
+		return insecure
 	}
-	return repo
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if insecureHosts[req.URL.Host] {
+			return insecure.RoundTrip(req)
+		}
+		return secure.RoundTrip(req)
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// endpoint maps a repository to where it is read from (its configured API endpoint,
+// plain HTTP when insecure) and the page size to ask for.
+func (r *Remote) endpoint(repo name.Repository) (name.Repository, int) {
+	rc, ok := r.table.lookup(repo)
+	pageSize := r.o.pageSize
+	if ok && rc.PageSize > 0 {
+		pageSize = rc.PageSize
+	}
+	insecure := r.o.insecure || (ok && rc.Insecure)
+	if !ok || (rc.API == "" && !insecure) {
+		return repo, pageSize
+	}
+	host := repo.RegistryStr()
+	if rc.API != "" {
+		host = rc.API
+	}
+	opts := []name.Option{name.WeakValidation}
+	if insecure {
+		opts = append(opts, name.Insecure)
+	}
+	if mapped, err := name.NewRepository(host+"/"+repo.RepositoryStr(), opts...); err == nil {
+		return mapped, pageSize
+	}
+	return repo, pageSize
 }
 
 // ListTags lists every tag, following Link pagination. A registry that rejects the
 // page size is asked again without one.
 func (r *Remote) ListTags(ctx context.Context, repo name.Repository) ([]string, error) {
-	repo = r.repo(repo)
-	tags, err := r.puller.List(ctx, repo)
-	if err != nil && r.o.pageSize > 0 && rejectsPageSize(err) {
-		var p *remote.Puller
-		if p, err = r.noPage(); err == nil {
+	repo, pageSize := r.endpoint(repo)
+	p, err := r.puller(pageSize)
+	if err != nil {
+		return nil, err
+	}
+	tags, err := p.List(ctx, repo)
+	if err != nil && pageSize > 0 && rejectsPageSize(err) {
+		if p, err = r.puller(0); err == nil {
 			tags, err = p.List(ctx, repo)
 		}
 	}
@@ -145,8 +219,12 @@ func rejectsPageSize(err error) bool {
 
 // Head returns the descriptor a tag points at.
 func (r *Remote) Head(ctx context.Context, repo name.Repository, tag string) (v1.Descriptor, error) {
-	repo = r.repo(repo)
-	d, err := r.puller.Head(ctx, repo.Tag(tag))
+	repo, pageSize := r.endpoint(repo)
+	p, err := r.puller(pageSize)
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	d, err := p.Head(ctx, repo.Tag(tag))
 	if err != nil {
 		return v1.Descriptor{}, &RegistryError{Op: "head manifest", Image: repo.String() + ":" + tag, Err: err}
 	}
@@ -155,7 +233,7 @@ func (r *Remote) Head(ctx context.Context, repo name.Repository, tag string) (v1
 
 // Manifest returns the manifest for a tag or digest, memoised by digest.
 func (r *Remote) Manifest(ctx context.Context, repo name.Repository, ref string) (*Manifest, error) {
-	repo = r.repo(repo)
+	repo, pageSize := r.endpoint(repo)
 	if m, ok := r.manMemo.Load(ref); ok {
 		return m.(*Manifest), nil
 	}
@@ -165,32 +243,44 @@ func (r *Remote) Manifest(ctx context.Context, repo name.Repository, ref string)
 	} else {
 		nref = repo.Tag(ref)
 	}
-	d, err := r.puller.Get(ctx, nref)
+	p, err := r.puller(pageSize)
+	if err != nil {
+		return nil, err
+	}
+	d, err := p.Get(ctx, nref)
 	if err != nil {
 		return nil, &RegistryError{Op: "get manifest", Image: nref.String(), Err: err}
 	}
 	m := &Manifest{Digest: d.Digest, MediaType: d.MediaType, Raw: d.Manifest}
-	r.manMemo.Store(d.Digest.String(), m)
+	if !r.o.noMemo {
+		r.manMemo.Store(d.Digest.String(), m)
+	}
 	return m, nil
 }
 
 // Blob returns a blob by digest, memoised.
 func (r *Remote) Blob(ctx context.Context, repo name.Repository, digest v1.Hash) ([]byte, error) {
-	repo = r.repo(repo)
-	if b, ok := r.blobMem.Load(digest.String()); ok {
+	repo, pageSize := r.endpoint(repo)
+	if b, ok := r.blobMemo.Load(digest.String()); ok {
 		return b.([]byte), nil
 	}
 	ref := repo.Digest(digest.String())
-	b, err := r.readBlob(ctx, ref)
+	b, err := r.readBlob(ctx, ref, pageSize)
 	if err != nil {
 		return nil, &RegistryError{Op: "get blob", Image: ref.String(), Err: err}
 	}
-	r.blobMem.Store(digest.String(), b)
+	if !r.o.noMemo {
+		r.blobMemo.Store(digest.String(), b)
+	}
 	return b, nil
 }
 
-func (r *Remote) readBlob(ctx context.Context, ref name.Digest) ([]byte, error) {
-	l, err := r.puller.Layer(ctx, ref)
+func (r *Remote) readBlob(ctx context.Context, ref name.Digest, pageSize int) ([]byte, error) {
+	p, err := r.puller(pageSize)
+	if err != nil {
+		return nil, err
+	}
+	l, err := p.Layer(ctx, ref)
 	if err != nil {
 		return nil, err
 	}

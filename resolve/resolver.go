@@ -2,11 +2,14 @@ package resolve
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -150,7 +153,7 @@ func (r *Resolver) Resolve(ctx context.Context, repo name.Repository, written st
 		info := infos[t]
 		if info == nil && len(p.Platforms) > 0 {
 			if info, err = inspect(ctx, r.reg, repo, t, false, p.Platforms); err != nil {
-				return nil, err
+				return nil, r.digestTagMissing(p, res, err)
 			}
 		}
 		if len(p.Platforms) > 0 {
@@ -166,7 +169,7 @@ func (r *Resolver) Resolve(ctx context.Context, repo name.Repository, written st
 		if info == nil {
 			d, err := r.reg.Head(ctx, repo, t)
 			if err != nil {
-				return nil, err
+				return nil, r.digestTagMissing(p, res, err)
 			}
 			info = &TagInfo{Digest: d.Digest, MediaType: d.MediaType}
 		}
@@ -181,6 +184,16 @@ func (r *Resolver) Resolve(ctx context.Context, repo name.Repository, written st
 	}
 	return nil, &NoTagError{Image: res.Image, Result: res,
 		Reason: fmt.Sprintf("none of %d candidates has every required platform (%s)", len(ordered), joinPlatforms(p.Platforms))}
+}
+
+// digestTagMissing turns "manifest unknown" for the followed tag of the digest
+// strategy (which is not listed first) into a NoTagError; other errors pass through.
+func (r *Resolver) digestTagMissing(p *Policy, res *Result, err error) error {
+	var te *transport.Error
+	if p.Strategy == Digest && errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
+		return &NoTagError{Image: res.Image, Result: res, Reason: fmt.Sprintf("tag %q not found", p.Constraint)}
+	}
+	return err
 }
 
 func noCandidateReason(p *Policy, listed, allowed int) string {

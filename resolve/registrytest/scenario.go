@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -95,7 +97,7 @@ func ParseScenario(b []byte) (*Scenario, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("empty scenario")
 		}
-		return nil, err
+		return nil, friendlyYAMLError(err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -105,6 +107,46 @@ func ParseScenario(b []byte) (*Scenario, error) {
 		return nil, err
 	}
 	return &sc, nil
+}
+
+var unknownField = regexp.MustCompile(`^line (\d+): field (.+) not found in type registrytest\.(\w+)$`)
+
+// friendlyYAMLError rewrites yaml.v3's unknown-field errors to name the key,
+// where it was found and the keys accepted there.
+func friendlyYAMLError(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	types := map[string]reflect.Type{
+		"Scenario":   reflect.TypeOf(Scenario{}),
+		"Repository": reflect.TypeOf(Repository{}),
+		"TagSpec":    reflect.TypeOf(TagSpec{}),
+		"Generate":   reflect.TypeOf(Generate{}),
+	}
+	where := map[string]string{
+		"Scenario":   "at the top level",
+		"Repository": "in a repository",
+		"TagSpec":    "in a tags entry",
+		"Generate":   "in generate",
+	}
+	msgs := make([]string, 0, len(te.Errors))
+	for _, e := range te.Errors {
+		m := unknownField.FindStringSubmatch(e)
+		if m == nil || types[m[3]] == nil {
+			msgs = append(msgs, e)
+			continue
+		}
+		var keys []string
+		t := types[m[3]]
+		for i := 0; i < t.NumField(); i++ {
+			if k, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); k != "" && k != "-" {
+				keys = append(keys, k)
+			}
+		}
+		msgs = append(msgs, fmt.Sprintf("line %s: unknown key %q %s (accepted: %s)", m[1], m[2], where[m[3]], strings.Join(keys, ", ")))
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // Validate checks every field and returns the first error, naming the
