@@ -3,8 +3,8 @@ package resolve
 import (
 	"context"
 	"errors"
-	"net/http"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
