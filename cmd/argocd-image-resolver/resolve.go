@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,9 +15,10 @@ import (
 func newResolveCommand() *cobra.Command {
 	var (
 		spec     resolve.PolicySpec
-		insecure bool
-		explain  bool
-		output   string
+		insecure   bool
+		explain    bool
+		output     string
+		registries string
 	)
 	cmd := &cobra.Command{
 		Use:   "resolve IMAGE",
@@ -47,7 +49,7 @@ Exit status: 0 resolved, 1 no tag qualifies, 2 bad input, 3 registry error.`,
 			if err != nil {
 				return flagError(err)
 			}
-			reg, err := resolve.NewRemote(resolve.WithInsecure(insecure))
+			reg, err := newRemote(registries, resolve.WithInsecure(insecure))
 			if err != nil {
 				return err
 			}
@@ -82,6 +84,7 @@ Exit status: 0 resolved, 1 no tag qualifies, 2 bad input, 3 registry error.`,
 	f.StringSliceVar(&spec.Platforms, "platforms", nil, "platforms every chosen tag must have: os/arch[/variant],...")
 	f.BoolVar(&spec.PinDigest, "pin-digest", false, "write tag@sha256:digest")
 	f.BoolVar(&insecure, "insecure", false, "allow plain HTTP and unverified TLS for this registry")
+	f.StringVar(&registries, "registries-config", os.Getenv(registriesConfigEnv), "registries configuration file (default $"+registriesConfigEnv+")")
 	f.BoolVar(&explain, "explain", false, "show every candidate considered and why it won or was passed over")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
@@ -106,4 +109,19 @@ func strategyNames() []string {
 		out = append(out, string(s))
 	}
 	return out
+}
+
+// registriesConfigEnv names the registries configuration file for every command.
+const registriesConfigEnv = "IMAGE_RESOLVER_REGISTRIES_CONFIG"
+
+// newRemote builds the registry client from the registries configuration file, if any.
+func newRemote(registriesFile string, opts ...resolve.RemoteOption) (*resolve.Remote, error) {
+	if registriesFile != "" {
+		cfgs, err := resolve.LoadRegistries(registriesFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, resolve.WithRegistries(cfgs))
+	}
+	return resolve.NewRemote(opts...)
 }

@@ -1,0 +1,109 @@
+// Command demo runs argocd-image-resolver against a built-in registry: no cluster, no
+// network. It starts resolve/registrytest's registry on loopback, seeds it from a
+// scenario (testdata/registry/demo.yaml), points the registry host the sample apps use
+// (registry.demo.local) at it, and runs the real binary's commands, printing each
+// command and its output.
+//
+// With --seed-remote HOST it only pushes the scenario to a running registry (the e2e
+// tests seed the distribution registry this way) and exits.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
+)
+
+func main() {
+	bin := flag.String("bin", "bin/argocd-image-resolver", "the argocd-image-resolver binary to demonstrate")
+	scenario := flag.String("scenario", "testdata/registry/demo.yaml", "registry content to seed")
+	seedRemote := flag.String("seed-remote", "", "push the scenario to this registry host[:port] and exit")
+	flag.Parse()
+	if err := run(*bin, *scenario, *seedRemote); err != nil {
+		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(bin, scenarioPath, seedRemote string) error {
+	sc, err := registrytest.LoadScenario(scenarioPath)
+	if err != nil {
+		return err
+	}
+	if seedRemote != "" {
+		return registrytest.SeedRemote(context.Background(), seedRemote, sc)
+	}
+	srv, err := registrytest.NewServer(registrytest.WithPageSize(100))
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	if err := srv.SeedScenario(sc); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "image-resolver-demo")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cfg := filepath.Join(dir, "registries.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(
+		"registries:\n- prefix: registry.demo.local\n  api: %q\n  insecure: true\n", srv.Host)), 0o644); err != nil {
+		return err
+	}
+	env := append(os.Environ(), "IMAGE_RESOLVER_REGISTRIES_CONFIG="+cfg)
+
+	fmt.Printf("# A registry with %s is up; registry.demo.local points at it.\n\n", scenarioPath)
+	steps := []struct {
+		say  string
+		args []string
+	}{
+		{"Newest semver tag of demo/web, no platform required:",
+			[]string{"resolve", "registry.demo.local/demo/web"}},
+		{"The same for a linux/amd64 workload: 1.2.0 is arm64-only, so it is skipped and reported:",
+			[]string{"resolve", "registry.demo.local/demo/web", "--platforms", "linux/amd64"}},
+		{"For linux/arm64, pinned to the digest:",
+			[]string{"resolve", "registry.demo.local/demo/web", "--platforms", "linux/arm64", "--pin-digest"}},
+		{"Pre-releases only when the constraint asks for them:",
+			[]string{"resolve", "registry.demo.local/demo/web:>=1.3.0-0"}},
+		{"Newest build of demo/worker for both platforms, with the whole walk explained:",
+			[]string{"resolve", "registry.demo.local/demo/worker", "--strategy", "newest-build",
+				"--platforms", "linux/amd64,linux/arm64", "--explain"}},
+		{"Numeric tags of demo/batch (numeric, not lexical order), as JSON:",
+			[]string{"resolve", "registry.demo.local/demo/batch", "--strategy", "numeric", "-o", "json"}},
+		{"A typo in the policy is an error that names the value and what is accepted (exit 2):",
+			[]string{"resolve", "registry.demo.local/demo/web", "--strategy", "newest"}},
+	}
+	for _, st := range steps {
+		fmt.Printf("# %s\n$ argocd-image-resolver %s\n", st.say, quote(st.args))
+		cmd := exec.Command(bin, st.args...)
+		cmd.Env, cmd.Stdout, cmd.Stderr = env, os.Stdout, os.Stdout
+		if err := cmd.Run(); err != nil {
+			if ee, ok := err.(*exec.ExitError); ok {
+				fmt.Printf("(exit status %d)\n", ee.ExitCode())
+			} else {
+				return err
+			}
+		}
+		fmt.Println()
+	}
+	fmt.Printf("# Registry requests served: %d (%v)\n", srv.Total(), srv.Counts())
+	return nil
+}
+
+func quote(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if strings.ContainsAny(a, " <>~*|&;$") {
+			a = "'" + a + "'"
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
+}
