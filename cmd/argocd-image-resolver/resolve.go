@@ -14,7 +14,7 @@ import (
 
 func newResolveCommand() *cobra.Command {
 	var (
-		spec     resolve.PolicySpec
+		spec       resolve.PolicySpec
 		insecure   bool
 		explain    bool
 		output     string
