@@ -14,9 +14,13 @@ type InputError struct {
 	Value    string
 	Accepted string
 	Err      error // optional underlying cause
+	message  string // the whole message, when rebuilt from a daemon's answer
 }
 
 func (e *InputError) Error() string {
+	if e.message != "" {
+		return e.message
+	}
 	var b strings.Builder
 	if e.Field != "" {
 		fmt.Fprintf(&b, "%s: ", e.Field)
@@ -38,7 +42,7 @@ func (e *InputError) Unwrap() error { return e.Err }
 // "web.platforms" or the file key "images.web.platforms".
 func WithField(err error, field string) error {
 	var ie *InputError
-	if errors.As(err, &ie) {
+	if errors.As(err, &ie) && ie.message == "" {
 		c := *ie
 		c.Field = field
 		return &c
@@ -52,11 +56,15 @@ var ErrNoTag = errors.New("no tag qualifies")
 // NoTagError says why no tag qualified. The partial Result explains what was seen.
 type NoTagError struct {
 	Image  string
-	Reason string
-	Result *Result
+	Reason  string
+	Result  *Result
+	message string
 }
 
 func (e *NoTagError) Error() string {
+	if e.message != "" {
+		return e.message
+	}
 	return fmt.Sprintf("%s: %s: %s", e.Image, ErrNoTag, e.Reason)
 }
 
@@ -66,11 +74,15 @@ func (e *NoTagError) Unwrap() error { return ErrNoTag }
 // the registry's own answer (go-containerregistry's *transport.Error).
 type RegistryError struct {
 	Op    string // "list tags", "get manifest", ...
-	Image string
-	Err   error
+	Image   string
+	Err     error
+	message string
 }
 
 func (e *RegistryError) Error() string {
+	if e.message != "" {
+		return e.message
+	}
 	return fmt.Sprintf("%s of %s: %v", e.Op, e.Image, e.Err)
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -35,6 +36,13 @@ type imageSpec struct {
 	docker            bool
 	createdAnnotation bool
 	labels            map[string]string
+	layers            *layerCache // optional, shares gzipped layer bytes by seed
+}
+
+// layerCache memoises seedLayer's bytes while a scenario is built.
+type layerCache struct {
+	mu sync.Mutex
+	m  map[string]v1.Layer
 }
 
 type indexSpec struct {
@@ -161,7 +169,7 @@ func newImage(created time.Time, platform string, spec imageSpec) (v1.Image, err
 	if spec.docker {
 		manifestMT, configMT, layerMT = types.DockerManifestSchema2, types.DockerConfigJSON, types.DockerLayer
 	}
-	layer, err := seedLayer(seed, layerMT)
+	layer, err := seedLayer(seed, layerMT, spec.layers)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +210,16 @@ func newImage(created time.Time, platform string, spec imageSpec) (v1.Image, err
 
 // seedLayer returns a gzipped tar layer holding one file whose content is
 // seed. The bytes depend on seed only (stored gzip blocks, fixed headers).
-func seedLayer(seed string, mt types.MediaType) (v1.Layer, error) {
+func seedLayer(seed string, mt types.MediaType, cache *layerCache) (v1.Layer, error) {
+	key := seed + "\x00" + string(mt)
+	if cache != nil {
+		cache.mu.Lock()
+		l, ok := cache.m[key]
+		cache.mu.Unlock()
+		if ok {
+			return l, nil
+		}
+	}
 	var tb bytes.Buffer
 	tw := tar.NewWriter(&tb)
 	if err := tw.WriteHeader(&tar.Header{
@@ -233,9 +250,21 @@ func seedLayer(seed string, mt types.MediaType) (v1.Layer, error) {
 		return nil, err
 	}
 	gz := gb.Bytes()
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(gz)), nil
 	}, tarball.WithMediaType(mt))
+	if err != nil {
+		return nil, err
+	}
+	if cache != nil {
+		cache.mu.Lock()
+		if cache.m == nil {
+			cache.m = map[string]v1.Layer{}
+		}
+		cache.m[key] = l
+		cache.mu.Unlock()
+	}
+	return l, nil
 }
 
 // Index returns an image index with one Image per platform, each descriptor
@@ -274,7 +303,7 @@ func NewIndex(created time.Time, platforms []string, opts ...IndexOption) (v1.Im
 		if err != nil {
 			return nil, err
 		}
-		ispec := imageSpec{seed: seed + "|" + plat, docker: spec.docker, labels: spec.labels}
+		ispec := imageSpec{seed: seed + "|" + plat, docker: spec.docker, labels: spec.labels, layers: spec.layers}
 		img, err := newImage(created, plat, ispec)
 		if err != nil {
 			return nil, err

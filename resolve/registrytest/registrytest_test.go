@@ -136,7 +136,7 @@ func TestPaginationLinkHeaders(t *testing.T) {
 		{"?n=10&last=t0100", 10, "t0101", `</v2/bulk/tags/list?last=t0110&n=10>; rel="next"`},
 		{"?last=t2449", 50, "t2450", ""},
 		{"?last=t0099x", 100, "t0100", `</v2/bulk/tags/list?last=t0199&n=100>; rel="next"`}, // absent last: exclusive bound
-		{"?n=100&last=t2399", 100, "t2400", ""}, // exactly the rest: no Link
+		{"?n=100&last=t2399", 100, "t2400", ""},                                             // exactly the rest: no Link
 		{"?last=zzz", 0, "", ""},
 		{"?n=0", 0, "", ""},
 	}

@@ -179,9 +179,14 @@ type plannedRepo struct {
 	tags []plannedTag // content first, then sameAs
 }
 
-func (c content) taggable() (remote.Taggable, error) {
+// withLayerCache shares gzipped layer bytes between images built with it.
+func withLayerCache(c *layerCache) ContentOption {
+	return ContentOption{img: func(s *imageSpec) { s.layers = c }}
+}
+
+func (c content) taggable(cache *layerCache) (remote.Taggable, error) {
 	if len(c.platforms) == 1 && !c.index && !c.attestation {
-		opts := []ImageOption{WithSeed(c.seed), WithLabels(c.labels)}
+		opts := []ImageOption{WithSeed(c.seed), WithLabels(c.labels), withLayerCache(cache)}
 		if c.docker {
 			opts = append(opts, WithDockerMediaTypes())
 		}
@@ -190,7 +195,7 @@ func (c content) taggable() (remote.Taggable, error) {
 		}
 		return NewImage(c.created, c.platforms[0], opts...)
 	}
-	opts := []IndexOption{WithSeed(c.seed), WithLabels(c.labels)}
+	opts := []IndexOption{WithSeed(c.seed), WithLabels(c.labels), withLayerCache(cache)}
 	if c.docker {
 		opts = append(opts, WithDockerMediaTypes())
 	}
@@ -408,6 +413,7 @@ func seed(host string, sc *Scenario, nameOpts []name.Option, ropts []remote.Opti
 	// dedups shared blobs and uploads in parallel.
 	todo := map[name.Reference]remote.Taggable{}
 	built := map[string]remote.Taggable{} // repo + "\x00" + tag
+	cache := &layerCache{}
 	for _, r := range plan {
 		for _, t := range r.tags {
 			if t.sameAs != "" {
@@ -417,7 +423,7 @@ func seed(host string, sc *Scenario, nameOpts []name.Option, ropts []remote.Opti
 			if err != nil {
 				return fmt.Errorf("scenario: %s:%s: %w", r.name, t.tag, err)
 			}
-			tg, err := t.spec.taggable()
+			tg, err := t.spec.taggable(cache)
 			if err != nil {
 				return fmt.Errorf("scenario: %s:%s: %w", r.name, t.tag, err)
 			}

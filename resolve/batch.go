@@ -1,0 +1,152 @@
+package resolve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+
+	"github.com/google/go-containerregistry/pkg/name"
+)
+
+// Request asks for one image to be resolved. It is plain data so that it can cross
+// the daemon's socket: the policy travels as written and is compiled where it is
+// resolved.
+type Request struct {
+	// Image is the repository as written in the manifest or policy.
+	Image string `json:"image"`
+	// Policy is the policy with the effective required platforms filled in.
+	Policy PolicySpec `json:"policy"`
+}
+
+// Answer is the outcome of one Request: a Result, or an error of a known kind.
+type Answer struct {
+	Result *Result `json:"result,omitempty"`
+	// Error is the message of a failed resolution; ErrorKind says which kind it was.
+	Error     string    `json:"error,omitempty"`
+	ErrorKind ErrorKind `json:"errorKind,omitempty"`
+}
+
+// ErrorKind classifies a failed resolution, so that exit codes and messages survive
+// a trip over the socket.
+type ErrorKind string
+
+// Error kinds.
+const (
+	KindInput    ErrorKind = "input"
+	KindNoTag    ErrorKind = "no-tag"
+	KindRegistry ErrorKind = "registry"
+	KindInternal ErrorKind = "internal"
+)
+
+// Err turns a failed Answer back into an error that errors.Is/As understand.
+func (a Answer) Err() error {
+	switch {
+	case a.Error == "":
+		return nil
+	case a.ErrorKind == KindNoTag:
+		return &NoTagError{Image: imageOf(a), Reason: a.Error, Result: a.Result, message: a.Error}
+	case a.ErrorKind == KindInput:
+		return &InputError{Err: errors.New(a.Error), message: a.Error}
+	case a.ErrorKind == KindRegistry:
+		return &RegistryError{Op: "resolve", Image: imageOf(a), Err: errors.New(a.Error), message: a.Error}
+	}
+	return errors.New(a.Error)
+}
+
+func imageOf(a Answer) string {
+	if a.Result != nil {
+		return a.Result.Image
+	}
+	return ""
+}
+
+// AnswerOf wraps a resolution's outcome as an Answer.
+func AnswerOf(res *Result, err error) Answer {
+	if err == nil {
+		return Answer{Result: res}
+	}
+	a := Answer{Error: err.Error(), ErrorKind: KindInternal}
+	var nt *NoTagError
+	var ie *InputError
+	var re *RegistryError
+	switch {
+	case errors.As(err, &nt):
+		a.ErrorKind, a.Result = KindNoTag, nt.Result
+	case errors.As(err, &ie):
+		a.ErrorKind = KindInput
+	case errors.As(err, &re):
+		a.ErrorKind = KindRegistry
+	}
+	return a
+}
+
+// Batch resolves many requests; the daemon's client and the local resolver both
+// implement it, so `generate` works the same with or without the daemon.
+type Batch interface {
+	ResolveBatch(ctx context.Context, app string, reqs []Request) ([]Answer, error)
+}
+
+// ResolveBatch resolves requests directly, concurrently, one Answer per request in
+// order. Identical requests are resolved once.
+func (r *Resolver) ResolveBatch(ctx context.Context, _ string, reqs []Request) ([]Answer, error) {
+	answers := make([]Answer, len(reqs))
+	type key struct {
+		image string
+		spec  string
+	}
+	var mu sync.Mutex
+	done := map[key]*sync.WaitGroup{}
+	results := map[key]Answer{}
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		k := key{req.Image, specKey(req.Policy)}
+		mu.Lock()
+		w, dup := done[k]
+		if !dup {
+			w = &sync.WaitGroup{}
+			w.Add(1)
+			done[k] = w
+		}
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !dup {
+				a := r.ResolveRequest(ctx, req)
+				mu.Lock()
+				results[k] = a
+				mu.Unlock()
+				w.Done()
+			}
+			w.Wait()
+			mu.Lock()
+			answers[i] = results[k]
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return answers, nil
+}
+
+// ResolveRequest compiles and resolves one request.
+func (r *Resolver) ResolveRequest(ctx context.Context, req Request) Answer {
+	p, err := req.Policy.Compile()
+	if err != nil {
+		return AnswerOf(nil, err)
+	}
+	repo, err := newRepository(req.Image)
+	if err != nil {
+		return AnswerOf(nil, &InputError{Field: "image", Value: req.Image, Accepted: "a repository name", Err: err})
+	}
+	return AnswerOf(r.Resolve(ctx, repo, req.Image, p))
+}
+
+// specKey is a comparable form of a policy spec.
+func specKey(s PolicySpec) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// RepoOf parses the repository of a request's image.
+func RepoOf(image string) (name.Repository, error) { return newRepository(image) }
