@@ -13,7 +13,7 @@ type InputError struct {
 	Field    string // e.g. "update-strategy"; callers may re-label it with WithField
 	Value    string
 	Accepted string
-	Err      error // optional underlying cause
+	Err      error  // optional underlying cause
 	message  string // the whole message, when rebuilt from a daemon's answer
 }
 
@@ -55,7 +55,7 @@ var ErrNoTag = errors.New("no tag qualifies")
 
 // NoTagError says why no tag qualified. The partial Result explains what was seen.
 type NoTagError struct {
-	Image  string
+	Image   string
 	Reason  string
 	Result  *Result
 	message string
@@ -73,7 +73,7 @@ func (e *NoTagError) Unwrap() error { return ErrNoTag }
 // RegistryError wraps a failure to read from a registry; the wrapped error carries
 // the registry's own answer (go-containerregistry's *transport.Error).
 type RegistryError struct {
-	Op    string // "list tags", "get manifest", ...
+	Op      string // "list tags", "get manifest", ...
 	Image   string
 	Err     error
 	message string

@@ -35,6 +35,9 @@ func (r *Result) WriteText(w io.Writer, explain bool) error {
 	for _, s := range r.Skipped {
 		fmt.Fprintf(tw, "  skipped\t%s: %s\n", s.Tag, s.Reason)
 	}
+	for _, st := range r.Stale {
+		fmt.Fprintf(tw, "  stale\t%s\n", st)
+	}
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(tw, "  warning\t%s\n", warn)
 	}

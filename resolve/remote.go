@@ -44,6 +44,7 @@ type remoteOptions struct {
 	jobs       int
 	registries []RegistryConfig
 	noMemo     bool
+	wrap       func(http.RoundTripper) http.RoundTripper
 }
 
 // RemoteOption configures a Remote.
@@ -79,6 +80,13 @@ func WithRegistries(cfgs []RegistryConfig) RemoteOption {
 	return func(o *remoteOptions) { o.registries = cfgs }
 }
 
+// WithTransportWrapper wraps the HTTP transport below retries and authentication, so
+// the wrapper sees every attempt of every request, ping and token requests included:
+// the place for rate limits and request metrics.
+func WithTransportWrapper(wrap func(http.RoundTripper) http.RoundTripper) RemoteOption {
+	return func(o *remoteOptions) { o.wrap = wrap }
+}
+
 // WithoutMemo turns off memoising manifests and blobs by digest, for a caller that
 // keeps its own bounded cache (the daemon).
 func WithoutMemo() RemoteOption { return func(o *remoteOptions) { o.noMemo = true } }
@@ -109,6 +117,9 @@ func NewRemote(opts ...RemoteOption) (*Remote, error) {
 	base := o.transport
 	if base == nil {
 		base = newBaseTransport(o.insecure, insecureHosts)
+	}
+	if o.wrap != nil {
+		base = o.wrap(base)
 	}
 	rt := &retryTransport{next: base, policy: o.retry}
 	r.common = []remote.Option{

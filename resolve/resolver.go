@@ -35,6 +35,9 @@ type Result struct {
 	Rejected []Rejection `json:"-"`
 	// Warnings about the policy (deprecated names).
 	Warnings []string `json:"warnings,omitempty"`
+	// Stale lists the cached answers past their TTL this result was built on because
+	// the registry failed (stale-if-error); empty when everything was fresh.
+	Stale []string `json:"stale,omitempty"`
 }
 
 // Skip is a tag better than the winner that was passed over.
@@ -90,6 +93,19 @@ func NewResolver(reg Registry, opts ...ResolverOption) *Resolver {
 // data: if a tag that could win cannot be read, it returns the registry's error.
 // When no tag qualifies it returns a *NoTagError holding the partial Result.
 func (r *Resolver) Resolve(ctx context.Context, repo name.Repository, written string, p *Policy) (*Result, error) {
+	ctx, stale := withStaleRecorder(ctx)
+	res, err := r.resolve(ctx, repo, written, p)
+	if res != nil {
+		res.Stale = stale.list()
+	}
+	var nt *NoTagError
+	if errors.As(err, &nt) && nt.Result != nil {
+		nt.Result.Stale = stale.list()
+	}
+	return res, err
+}
+
+func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written string, p *Policy) (*Result, error) {
 	res := &Result{Image: written, Strategy: p.Strategy, Platforms: PlatformStrings(p.Platforms),
 		Skipped: []Skip{}, Warnings: p.Warnings}
 	if res.Image == "" {
