@@ -63,7 +63,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newResolveCommand())
+	root.AddCommand(newResolveCommand(), newGenerateCommand(), newPreviewCommand(), newParametersCommand())
 	return root
 }
 

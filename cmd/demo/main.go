@@ -14,8 +14,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
@@ -24,14 +26,15 @@ func main() {
 	bin := flag.String("bin", "bin/argocd-image-resolver", "the argocd-image-resolver binary to demonstrate")
 	scenario := flag.String("scenario", "testdata/registry/demo.yaml", "registry content to seed")
 	seedRemote := flag.String("seed-remote", "", "push the scenario to this registry host[:port] and exit")
+	serve := flag.Bool("serve", false, "keep the seeded registry running (until interrupted) to try commands by hand")
 	flag.Parse()
-	if err := run(*bin, *scenario, *seedRemote); err != nil {
+	if err := run(*bin, *scenario, *seedRemote, *serve); err != nil {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin, scenarioPath, seedRemote string) error {
+func run(bin, scenarioPath, seedRemote string, serve bool) error {
 	sc, err := registrytest.LoadScenario(scenarioPath)
 	if err != nil {
 		return err
@@ -58,6 +61,13 @@ func run(bin, scenarioPath, seedRemote string) error {
 		return err
 	}
 	env := append(os.Environ(), "IMAGE_RESOLVER_REGISTRIES_CONFIG="+cfg)
+	if serve {
+		fmt.Printf("registry %s seeded from %s; registry.demo.local points at it:\n  export IMAGE_RESOLVER_REGISTRIES_CONFIG=%s\ninterrupt to stop\n", srv.Host, scenarioPath, cfg)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		<-ctx.Done()
+		return nil
+	}
 
 	fmt.Printf("# A registry with %s is up; registry.demo.local points at it.\n\n", scenarioPath)
 	steps := []struct {

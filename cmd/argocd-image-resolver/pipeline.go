@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
+	"github.com/argocd-image-resolver/argocd-image-resolver/render"
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+)
+
+// Annotations written on every object whose images were rewritten. Their values
+// change only when the resolution changes, so `argocd app diff` stays quiet otherwise.
+const (
+	annotationResolved = "argocd-image-resolver/resolved"
+	annotationSkipped  = "argocd-image-resolver/skipped"
+	annotationStale    = "argocd-image-resolver/stale"
+)
+
+// substitution is one image field and what it resolved to.
+type substitution struct {
+	use    render.ImageUse
+	policy *plugin.ImagePolicy
+	req    resolve.Request
+	answer resolve.Answer
+	newRef string
+}
+
+// renderReport is what a render did, for preview and stderr.
+type renderReport struct {
+	kind  render.SourceKind
+	subs  []*substitution
+	stale []string
+	notes []string // warnings for stderr
+}
+
+// renderApp runs the whole CMP render: policy, source, image fields, resolution
+// through batch, rewrite, output. The manifests are returned only if every image
+// named by a policy resolved: a partial render is never printed.
+func renderApp(ctx context.Context, dir string, env *plugin.Env, batch resolve.Batch) ([]byte, *renderReport, error) {
+	pol, err := plugin.LoadPolicy(dir, env.Parameters)
+	if err != nil {
+		return nil, nil, err
+	}
+	if pol.PinMode != "" && pol.PinMode != "off" {
+		return nil, nil, &resolve.InputError{Field: `parameter "pin-mode"`, Value: pol.PinMode,
+			Accepted: "off (write and use are not available in this version)"}
+	}
+	root, _ := filepath.Abs(dir)
+	if env.SourcePath != "" {
+		root = repoRoot(root, env.SourcePath)
+	}
+	rendered, err := render.Render(ctx, dir, render.Options{
+		AppName: env.AppName, Namespace: env.AppNamespace,
+		KubeVersion: env.KubeVersion, APIVersions: env.KubeAPIVersions,
+		ValuesFiles: pol.Helm.ValuesFiles, HelmParameters: pol.Helm.Parameters, Values: pol.Helm.Values,
+		RepoRoot: root,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	uses, err := render.FindImages(rendered.Objects)
+	if err != nil {
+		return nil, nil, err
+	}
+	report := &renderReport{kind: rendered.Kind, notes: pol.Warnings}
+	defaults, err := resolve.ParsePlatforms(env.DefaultPlatforms...)
+	if err != nil {
+		return nil, nil, resolve.WithField(err, "IMAGE_RESOLVER_DEFAULT_PLATFORMS")
+	}
+
+	var reqs []resolve.Request
+	index := map[string]int{} // request key -> index in reqs
+	for _, u := range uses {
+		ip := pol.ForRepo(u.Image.Repo)
+		if ip == nil {
+			continue // not named by a policy: left as written
+		}
+		spec := ip.Spec
+		switch {
+		case len(ip.Policy.Platforms) > 0:
+			spec.Platforms = resolve.PlatformStrings(ip.Policy.Platforms)
+		case len(u.Platforms) > 0:
+			spec.Platforms = resolve.PlatformStrings(u.Platforms)
+		default:
+			spec.Platforms = resolve.PlatformStrings(defaults)
+		}
+		req := resolve.Request{Image: ip.Written, Policy: spec}
+		key := ip.Written + "\x00" + strings.Join(spec.Platforms, ",")
+		if _, ok := index[key]; !ok {
+			index[key] = len(reqs)
+			reqs = append(reqs, req)
+		}
+		report.subs = append(report.subs, &substitution{use: u, policy: ip, req: req})
+	}
+	if unused := unusedAliases(pol, report.subs); len(unused) > 0 {
+		report.notes = append(report.notes, fmt.Sprintf("no image field uses the repository of %s", strings.Join(unused, ", ")))
+	}
+
+	var answers []resolve.Answer
+	if len(reqs) > 0 {
+		if answers, err = batch.ResolveBatch(ctx, env.AppName, reqs); err != nil {
+			return nil, report, err
+		}
+	}
+	var errs []error
+	for _, s := range report.subs {
+		key := s.req.Image + "\x00" + strings.Join(s.req.Policy.Platforms, ",")
+		s.answer = answers[index[key]]
+		if err := s.answer.Err(); err != nil {
+			errs = append(errs, fmt.Errorf("image %s (%s %s): %w", s.policy.Alias, s.use.Object, s.use.Path, err))
+			continue
+		}
+		res := s.answer.Result
+		s.newRef = s.use.Image.Written + strings.TrimPrefix(res.Reference, res.Image)
+		for _, st := range res.Stale {
+			report.stale = appendUnique(report.stale, fmt.Sprintf("%s: %s", s.policy.Alias, st))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, report, errors.Join(dedupErrors(errs)...)
+	}
+	if err := rewrite(report.subs); err != nil {
+		return nil, report, err
+	}
+	var out bytes.Buffer
+	if err := render.Write(&out, rendered.Objects); err != nil {
+		return nil, report, err
+	}
+	return out.Bytes(), report, nil
+}
+
+// rewrite sets the new references and annotates each rewritten object.
+func rewrite(subs []*substitution) error {
+	type notes struct{ resolved, skipped, stale []string }
+	byObj := map[any]*notes{}
+	var order []*substitution
+	for _, s := range subs {
+		if err := render.SetImage(s.use, s.newRef); err != nil {
+			return err
+		}
+		obj := s.use.ObjectNode()
+		n, ok := byObj[obj]
+		if !ok {
+			n = &notes{}
+			byObj[obj] = n
+			order = append(order, s)
+		}
+		res := s.answer.Result
+		n.resolved = appendUnique(n.resolved, fmt.Sprintf("%s=%s (%s)", s.policy.Alias, s.newRef, describe(res)))
+		for _, sk := range res.Skipped {
+			n.skipped = appendUnique(n.skipped, fmt.Sprintf("%s=%s:%s: %s", s.policy.Alias, s.use.Image.Written, sk.Tag, sk.Reason))
+		}
+		if len(res.Stale) > 0 {
+			n.stale = appendUnique(n.stale, s.policy.Alias)
+		}
+	}
+	for _, s := range order {
+		obj := s.use.ObjectNode()
+		n := byObj[obj]
+		set := map[string][]string{annotationResolved: n.resolved, annotationSkipped: n.skipped, annotationStale: n.stale}
+		for _, key := range []string{annotationResolved, annotationSkipped, annotationStale} {
+			if len(set[key]) == 0 {
+				continue
+			}
+			if err := render.Annotate(obj, key, strings.Join(set[key], "; ")); err != nil {
+				return fmt.Errorf("annotate %s: %w", s.use.Object, err)
+			}
+		}
+	}
+	return nil
+}
+
+// describe says briefly why a result was chosen: strategy, constraint, platforms.
+func describe(res *resolve.Result) string {
+	parts := []string{string(res.Strategy)}
+	if len(res.Platforms) > 0 {
+		parts = append(parts, "platforms "+strings.Join(res.Platforms, ","))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func unusedAliases(pol *plugin.AppPolicy, subs []*substitution) []string {
+	var unused []string
+	for _, ip := range pol.Images {
+		if !slices.ContainsFunc(subs, func(s *substitution) bool { return s.policy.Alias == ip.Alias }) {
+			unused = append(unused, ip.Alias)
+		}
+	}
+	return unused
+}
+
+func appendUnique(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
+}
+
+// dedupErrors drops repeated messages (one image failing in many objects).
+func dedupErrors(errs []error) []error {
+	var out []error
+	seen := map[string]bool{}
+	for _, e := range errs {
+		if !seen[e.Error()] {
+			seen[e.Error()] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// repoRoot finds the repository root from the app directory and the app's path in
+// the repository (ARGOCD_APP_SOURCE_PATH): Argo CD extracts the whole repository and
+// runs generate in <root>/<path>.
+func repoRoot(appDir, sourcePath string) string {
+	clean := filepath.Clean(sourcePath)
+	if clean == "." || clean == "/" {
+		return appDir
+	}
+	if strings.HasSuffix(appDir, string(os.PathSeparator)+clean) {
+		return strings.TrimSuffix(appDir, string(os.PathSeparator)+clean)
+	}
+	return appDir
+}
