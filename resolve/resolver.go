@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -198,8 +199,17 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 			Reason: chosenReason(p), Platforms: info.Platforms, Created: info.Created})
 		return res, nil
 	}
+	var has []string
+	for i, sk := range res.Skipped {
+		if i == 5 {
+			has = append(has, fmt.Sprintf("and %d more", len(res.Skipped)-i))
+			break
+		}
+		has = append(has, fmt.Sprintf("%s has %s", sk.Tag, strings.Join(sk.Platforms, ",")))
+	}
 	return nil, &NoTagError{Image: res.Image, Result: res,
-		Reason: fmt.Sprintf("none of %d candidates has every required platform (%s)", len(ordered), joinPlatforms(p.Platforms))}
+		Reason: fmt.Sprintf("none of %d candidates has every required platform (%s): %s",
+			len(ordered), joinPlatforms(p.Platforms), strings.Join(has, "; "))}
 }
 
 // digestTagMissing turns "manifest unknown" for the followed tag of the digest

@@ -27,11 +27,11 @@ names resolved.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env, err := plugin.EnvFrom(os.LookupEnv)
 			if err != nil {
-				return err
+				return oneLine(err)
 			}
 			batch, err := batchFor(cmd.Context(), cmd.ErrOrStderr())
 			if err != nil {
-				return err
+				return oneLine(err)
 			}
 			out, report, err := renderApp(cmd.Context(), ".", env, batch)
 			writeNotes(cmd.ErrOrStderr(), report)
@@ -69,10 +69,10 @@ func writeNotes(w io.Writer, r *renderReport) {
 }
 
 // oneLine joins a multi-error into one line, as Argo CD shows it in the app's
-// condition.
+// condition, with exit status 1: a CMP command either rendered or failed.
 func oneLine(err error) error {
 	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " ; ")), " ")
-	return &exitError{code: exitCode(err), err: fmt.Errorf("%s", msg)}
+	return &exitError{code: 1, err: fmt.Errorf("%s", msg)}
 }
 
 func newParametersCommand() *cobra.Command {
@@ -190,7 +190,7 @@ func writePreview(w io.Writer, r *renderReport) error {
 	fmt.Fprintln(tw, "ALIAS\tOBJECT\tFIELD\tIN SOURCE\tRESOLVED\tWHY")
 	for _, s := range r.subs {
 		res := s.answer.Result
-		why := describe(res)
+		why := describe(s.req, res)
 		for _, sk := range res.Skipped {
 			why += fmt.Sprintf("; skipped %s: %s", sk.Tag, sk.Reason)
 		}

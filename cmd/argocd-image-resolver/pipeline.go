@@ -153,7 +153,7 @@ func rewrite(subs []*substitution) error {
 			order = append(order, s)
 		}
 		res := s.answer.Result
-		n.resolved = appendUnique(n.resolved, fmt.Sprintf("%s=%s (%s)", s.policy.Alias, s.newRef, describe(res)))
+		n.resolved = appendUnique(n.resolved, fmt.Sprintf("%s=%s (%s)", s.policy.Alias, s.newRef, describe(s.req, res)))
 		for _, sk := range res.Skipped {
 			n.skipped = appendUnique(n.skipped, fmt.Sprintf("%s=%s:%s: %s", s.policy.Alias, s.use.Image.Written, sk.Tag, sk.Reason))
 		}
@@ -178,8 +178,11 @@ func rewrite(subs []*substitution) error {
 }
 
 // describe says briefly why a result was chosen: strategy, constraint, platforms.
-func describe(res *resolve.Result) string {
+func describe(req resolve.Request, res *resolve.Result) string {
 	parts := []string{string(res.Strategy)}
+	if c := req.Policy.Constraint; c != "" {
+		parts[0] += " " + c
+	}
 	if len(res.Platforms) > 0 {
 		parts = append(parts, "platforms "+strings.Join(res.Platforms, ","))
 	}
