@@ -74,6 +74,19 @@ func run(bin, scenarioPath, seedRemote string, serve bool) error {
 		say  string
 		args []string
 	}{
+		{"Each sample app rendered as the plugin renders it: which tag each image gets, and why:",
+			[]string{"preview", "testdata/apps/helm-web", "--app-name", "shop"}},
+		{"", []string{"preview", "testdata/apps/kustomize-overlay/overlay"}},
+		{"", []string{"preview", "testdata/apps/plain-cron"}},
+		{"The Deployment's nodeSelector pins arm64, so 1.2.0 (arm64-only) qualifies:",
+			[]string{"preview", "testdata/apps/arm64-pinned"}},
+		{"The same chart with parameter web.platforms=linux/amd64: 1.2.0 is skipped and said so:",
+			[]string{"preview", "testdata/apps/helm-web", "--app-name", "shop", "--param", "web.platforms=linux/amd64"}},
+		{"The manifests Argo CD gets (generate's output) for each sample app:",
+			[]string{"preview", "testdata/apps/helm-web", "--app-name", "shop", "-o", "yaml"}},
+		{"", []string{"preview", "testdata/apps/kustomize-overlay/overlay", "-o", "yaml"}},
+		{"", []string{"preview", "testdata/apps/plain-cron", "-o", "yaml"}},
+		{"", []string{"preview", "testdata/apps/arm64-pinned", "-o", "yaml"}},
 		{"Newest semver tag of demo/web, no platform required:",
 			[]string{"resolve", "registry.demo.local/demo/web"}},
 		{"The same for a linux/amd64 workload: 1.2.0 is arm64-only, so it is skipped and reported:",
@@ -91,7 +104,10 @@ func run(bin, scenarioPath, seedRemote string, serve bool) error {
 			[]string{"resolve", "registry.demo.local/demo/web", "--strategy", "newest"}},
 	}
 	for _, st := range steps {
-		fmt.Printf("# %s\n$ argocd-image-resolver %s\n", st.say, quote(st.args))
+		if st.say != "" {
+			fmt.Printf("# %s\n", st.say)
+		}
+		fmt.Printf("$ argocd-image-resolver %s\n", quote(st.args))
 		cmd := exec.Command(bin, st.args...)
 		cmd.Env, cmd.Stdout, cmd.Stderr = env, os.Stdout, os.Stdout
 		if err := cmd.Run(); err != nil {
