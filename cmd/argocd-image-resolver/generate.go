@@ -25,7 +25,7 @@ stdout, diagnostics on stderr. Nothing is printed on stdout unless every image a
 names resolved.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, err := plugin.EnvFrom(os.LookupEnv)
+			env, err := plugin.EnvFromEnviron(os.Environ())
 			if err != nil {
 				return oneLine(err)
 			}

@@ -1,0 +1,188 @@
+package plugin
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+)
+
+// ParameterAnnouncement is one entry of the dynamic parameter announcement, with the
+// JSON names of Argo CD's ParameterAnnouncement (reposerver/apiclient, which
+// argocd-cmp-server unmarshals the command's output into).
+type ParameterAnnouncement struct {
+	Name           string            `json:"name,omitempty"`
+	Title          string            `json:"title,omitempty"`
+	Tooltip        string            `json:"tooltip,omitempty"`
+	Required       bool              `json:"required,omitempty"`
+	ItemType       string            `json:"itemType,omitempty"`
+	CollectionType string            `json:"collectionType,omitempty"`
+	String         string            `json:"string,omitempty"`
+	Array          []string          `json:"array,omitempty"`
+	Map            map[string]string `json:"map,omitempty"`
+}
+
+// Announce returns the dynamic parameter announcement the `parameters` command prints
+// (JSON, no trailing newline), shown in the Parameters tab of Argo CD's UI.
+func Announce(appDir string) ([]byte, error) {
+	anns, err := Announcements(appDir)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(anns)
+}
+
+// Announcements lists the parameters for the application in appDir, in a fixed order:
+// image-list (prefilled with the policy file's images as alias=repository[:constraint]),
+// the application-wide defaults (update-strategy, allow-tags, ignore-tags, platforms,
+// pin-digest), then for each alias of the policy file, sorted, its <alias>.* keys with
+// the file's values as defaults, then pin-mode, values-files, helm-parameters and
+// values. Without a policy file only the general parameters are announced; a policy
+// file that does not load is an error. Announced values are defaults shown in the UI:
+// Argo CD does not send them back unless the user changes them, so they never
+// override the file.
+func Announcements(appDir string) ([]ParameterAnnouncement, error) {
+	pf, err := readPolicyFile(appDir)
+	if err != nil {
+		return nil, err
+	}
+	// Check the file completely (values, constraints, aliases) so that a broken file
+	// shows up in the UI before any render.
+	pol, err := buildPolicy(pf, nil)
+	if err != nil {
+		return nil, err
+	}
+
+	var list []string
+	for _, ip := range pol.Images {
+		e := ip.Alias + "=" + ip.Written
+		if c := ip.Spec.Constraint; c != "" {
+			e += ":" + c
+		}
+		list = append(list, e)
+	}
+	anns := []ParameterAnnouncement{{
+		Name:           ParamImageList,
+		Title:          "Images",
+		Tooltip:        "Images to resolve, one per item: " + imageListAccepted + ". An entry overrides the image and constraint of its alias in " + PolicyFileName + ".",
+		ItemType:       "string",
+		CollectionType: "array",
+		Array:          list,
+	}}
+	anns = append(anns, keyAnnouncements("", "all images (default)", nil)...)
+	for _, ip := range pol.Images {
+		anns = append(anns, keyAnnouncements(ip.Alias+".", ip.Alias, &ip)...)
+	}
+	anns = append(anns,
+		ParameterAnnouncement{
+			Name:           ParamPinMode,
+			Title:          "Pin mode",
+			Tooltip:        "off: resolve live; write: resolve live and commit the pins to git as a record; use: render from the pins file in git, new pins are committed. Accepted: " + pinModeAccepted + ".",
+			ItemType:       "string",
+			CollectionType: "string",
+			String:         PinOff,
+		},
+		ParameterAnnouncement{
+			Name:           ParamValuesFiles,
+			Title:          "Helm values files",
+			Tooltip:        "Helm values files, relative to the application directory, applied in order.",
+			ItemType:       "string",
+			CollectionType: "array",
+		},
+		ParameterAnnouncement{
+			Name:           ParamHelmParameters,
+			Title:          "Helm parameters",
+			Tooltip:        "Helm parameters (--set name=value).",
+			ItemType:       "string",
+			CollectionType: "map",
+		},
+		ParameterAnnouncement{
+			Name:           ParamValues,
+			Title:          "Helm values",
+			Tooltip:        "Helm values as a YAML string, applied after the values files.",
+			ItemType:       "string",
+			CollectionType: "string",
+		},
+	)
+	return anns, nil
+}
+
+// keyAnnouncements announces the per-image keys with prefix ("" for the
+// application-wide defaults, "alias." for one alias), prefilled from ip.
+func keyAnnouncements(prefix, subject string, ip *ImagePolicy) []ParameterAnnouncement {
+	var strategy, allow, pin string
+	var ignore, platforms []string
+	if ip != nil {
+		strategy = ip.Spec.Strategy
+		if strategy == "" {
+			strategy = "semver"
+		}
+		allow = ip.Spec.AllowTags
+		ignore = splitItems(ip.Spec.IgnoreTags)
+		platforms = splitItems(ip.Spec.Platforms)
+		pin = "false"
+		if ip.Spec.PinDigest {
+			pin = "true"
+		}
+	}
+	return []ParameterAnnouncement{
+		{
+			Name:           prefix + KeyUpdateStrategy,
+			Title:          subject + ": update strategy",
+			Tooltip:        "How tags are ordered. Accepted: " + strategyAccepted + ".",
+			ItemType:       "string",
+			CollectionType: "string",
+			String:         strategy,
+		},
+		{
+			Name:           prefix + KeyAllowTags,
+			Title:          subject + ": allow tags",
+			Tooltip:        "Only tags matching this are candidates. Accepted: " + allowAccepted + ".",
+			ItemType:       "string",
+			CollectionType: "string",
+			String:         allow,
+		},
+		{
+			Name:           prefix + KeyIgnoreTags,
+			Title:          subject + ": ignore tags",
+			Tooltip:        "Tags matching any of these are never candidates. Accepted: " + ignoreAccepted + ".",
+			ItemType:       "string",
+			CollectionType: "array",
+			Array:          ignore,
+		},
+		{
+			Name:           prefix + KeyPlatforms,
+			Title:          subject + ": platforms",
+			Tooltip:        "A tag qualifies only with a manifest for every one of these (default: the workload's nodeSelector/affinity, else the operator's default). Accepted: " + platformsAccepted + ".",
+			ItemType:       "string",
+			CollectionType: "array",
+			Array:          platforms,
+		},
+		{
+			Name:           prefix + KeyPinDigest,
+			Title:          subject + ": pin digest",
+			Tooltip:        "true: write tag@sha256:... Accepted: " + pinDigestAccepted + ".",
+			ItemType:       "boolean",
+			CollectionType: "string",
+			String:         pin,
+		},
+	}
+}
+
+// splitItems turns list values (each possibly comma-separated) into one item per
+// array entry; a regexp: value is kept whole, as ParseIgnoreTags reads it.
+func splitItems(values []string) []string {
+	var out []string
+	for _, v := range values {
+		v = strings.TrimSpace(v)
+		if strings.HasPrefix(v, "regexp:") {
+			out = append(out, v)
+			continue
+		}
+		for _, item := range strings.Split(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				out = append(out, item)
+			}
+		}
+	}
+	return slices.Clip(out)
+}

@@ -1,0 +1,138 @@
+package plugin
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestAnnounceWithoutFile(t *testing.T) {
+	out, err := Announce(appDir(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var anns []ParameterAnnouncement
+	if err := json.Unmarshal(out, &anns); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, a := range anns {
+		names = append(names, a.Name)
+	}
+	want := []string{"image-list", "update-strategy", "allow-tags", "ignore-tags", "platforms", "pin-digest",
+		"pin-mode", "values-files", "helm-parameters", "values"}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("names %q\nwant  %q", names, want)
+	}
+	if anns[0].CollectionType != "array" || anns[0].Array != nil {
+		t.Errorf("image-list %+v", anns[0])
+	}
+	if !bytes.HasPrefix(out, []byte(`[{"name":"image-list","title":"Images","tooltip":`)) {
+		t.Errorf("output starts %.80s", out)
+	}
+	if bytes.HasSuffix(out, []byte("\n")) {
+		t.Error("trailing newline")
+	}
+}
+
+func TestAnnounceFromFile(t *testing.T) {
+	dir := appDir(t, fullFile+"  api:\n    image: ghcr.io/org/api:>=1.0, <2\n")
+	anns, err := Announcements(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]ParameterAnnouncement{}
+	var names []string
+	for _, a := range anns {
+		byName[a.Name] = a
+		names = append(names, a.Name)
+	}
+	var want []string
+	want = append(want, "image-list", "update-strategy", "allow-tags", "ignore-tags", "platforms", "pin-digest")
+	for _, alias := range []string{"api", "web", "worker"} {
+		for _, k := range []string{"update-strategy", "allow-tags", "ignore-tags", "platforms", "pin-digest"} {
+			want = append(want, alias+"."+k)
+		}
+	}
+	want = append(want, "pin-mode", "values-files", "helm-parameters", "values")
+	if !reflect.DeepEqual(names, want) {
+		t.Fatalf("names %q\nwant  %q", names, want)
+	}
+	checks := []struct {
+		name string
+		want ParameterAnnouncement
+	}{
+		{"image-list", ParameterAnnouncement{CollectionType: "array", ItemType: "string",
+			Array: []string{"api=ghcr.io/org/api:>=1.0, <2", "web=registry.example.com/team/web:~1.2", "worker=ghcr.io/org/worker"}}},
+		{"web.update-strategy", ParameterAnnouncement{CollectionType: "string", ItemType: "string", String: "semver"}},
+		{"worker.update-strategy", ParameterAnnouncement{CollectionType: "string", ItemType: "string", String: "newest-build"}},
+		{"web.allow-tags", ParameterAnnouncement{CollectionType: "string", ItemType: "string", String: `regexp:^1\.`}},
+		{"worker.ignore-tags", ParameterAnnouncement{CollectionType: "array", ItemType: "string", Array: []string{"*-dirty", "latest"}}},
+		{"web.platforms", ParameterAnnouncement{CollectionType: "array", ItemType: "string", Array: []string{"linux/amd64", "linux/arm64"}}},
+		{"worker.pin-digest", ParameterAnnouncement{CollectionType: "string", ItemType: "boolean", String: "true"}},
+		{"web.pin-digest", ParameterAnnouncement{CollectionType: "string", ItemType: "boolean", String: "false"}},
+		{"pin-mode", ParameterAnnouncement{CollectionType: "string", ItemType: "string", String: "off"}},
+		{"helm-parameters", ParameterAnnouncement{CollectionType: "map", ItemType: "string"}},
+		{"values-files", ParameterAnnouncement{CollectionType: "array", ItemType: "string"}},
+	}
+	for _, c := range checks {
+		got := byName[c.name]
+		got.Name, got.Title, got.Tooltip = "", "", ""
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s = %+v\nwant %+v", c.name, got, c.want)
+		}
+	}
+	if tip := byName["web.update-strategy"].Tooltip; !strings.Contains(tip, "semver (default), newest-build, digest, alphabetical, numeric") {
+		t.Errorf("tooltip %q", tip)
+	}
+	if tip := byName["pin-mode"].Tooltip; !strings.Contains(tip, "off (default), write, use") {
+		t.Errorf("tooltip %q", tip)
+	}
+	if title := byName["web.platforms"].Title; title != "web: platforms" {
+		t.Errorf("title %q", title)
+	}
+
+	// Deterministic.
+	a, _ := Announce(dir)
+	b, _ := Announce(dir)
+	if !bytes.Equal(a, b) {
+		t.Error("output differs between runs")
+	}
+	// Prefilled values read back as parameters give the same policy.
+	var params Parameters
+	for _, ann := range anns {
+		switch {
+		case ann.Array != nil:
+			params = append(params, Parameter{Name: ann.Name, Kind: KindArray, Array: ann.Array})
+		case ann.String != "":
+			params = append(params, Parameter{Name: ann.Name, Kind: KindString, String: ann.String})
+		}
+	}
+	fromFile, err := LoadPolicy(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromParams, err := LoadPolicy(appDir(t, ""), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range fromFile.Images {
+		f, p := fromFile.Images[i], fromParams.Images[i]
+		if f.Alias != p.Alias || f.Written != p.Written || canonicalPolicy(f.Policy) != canonicalPolicy(p.Policy) {
+			t.Errorf("round trip: %+v\n!= %+v", f, p)
+		}
+	}
+}
+
+func TestAnnounceBrokenFile(t *testing.T) {
+	for _, file := range []string{
+		"images:\n  web:\n    image: nginx\n    strategy: fastest\n",
+		"images:\n  web: [\n",
+		"images:\n  web:\n    strategy: semver\n",
+	} {
+		_, err := Announce(appDir(t, file))
+		assertErr(t, err, "file .argocd-image-resolver.yaml")
+	}
+}
