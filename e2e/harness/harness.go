@@ -74,6 +74,19 @@ func Main(m *testing.M) int {
 		}
 	}
 
+	// The resolver's own settings come from the tests, never from the shell that runs
+	// them (IMAGE_RESOLVER_DEFAULT_PLATFORMS would change every expectation).
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "IMAGE_RESOLVER_") {
+			must(os.Unsetenv(name))
+		}
+	}
+	// Temp files of this process and its children (Argo CD's tarballs, Helm's scratch
+	// files, t.TempDir) go under the run's scratch dir and are removed with it. The
+	// socket dir above stays short, in the system temp dir.
+	tmpdir := filepath.Join(tmp, "tmp")
+	must(os.MkdirAll(tmpdir, 0o755))
+	must(os.Setenv("TMPDIR", tmpdir))
 	must(os.Setenv(common.EnvPluginSockFilePath, sock))
 	must(os.Setenv(common.EnvCMPWorkDir, filepath.Join(tmp, "cmp-work")))
 	must(os.Setenv("PATH", state.binDir+string(os.PathListSeparator)+os.Getenv("PATH")))
