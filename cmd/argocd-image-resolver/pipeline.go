@@ -109,12 +109,23 @@ func renderApp(ctx context.Context, dir string, env *plugin.Env, batch resolve.B
 			return nil, report, err
 		}
 	}
-	var errs []error
+	// One failed resolution is reported once, naming every object that needed it.
+	type failure struct {
+		alias   string
+		err     error
+		objects []string
+	}
+	var failures []*failure
 	for _, s := range report.subs {
 		key := s.req.Image + "\x00" + strings.Join(s.req.Policy.Platforms, ",")
 		s.answer = answers[index[key]]
 		if err := s.answer.Err(); err != nil {
-			errs = append(errs, fmt.Errorf("image %s (%s %s): %w", s.policy.Alias, s.use.Object, s.use.Path, err))
+			i := slices.IndexFunc(failures, func(f *failure) bool { return f.alias == s.policy.Alias && f.err.Error() == err.Error() })
+			if i < 0 {
+				failures = append(failures, &failure{alias: s.policy.Alias, err: err})
+				i = len(failures) - 1
+			}
+			failures[i].objects = appendUnique(failures[i].objects, s.use.Object.String())
 			continue
 		}
 		res := s.answer.Result
@@ -123,8 +134,12 @@ func renderApp(ctx context.Context, dir string, env *plugin.Env, batch resolve.B
 			report.stale = appendUnique(report.stale, fmt.Sprintf("%s: %s", s.policy.Alias, st))
 		}
 	}
-	if len(errs) > 0 {
-		return nil, report, errors.Join(dedupErrors(errs)...)
+	if len(failures) > 0 {
+		var errs []error
+		for _, f := range failures {
+			errs = append(errs, fmt.Errorf("image %s (used by %s): %w", f.alias, strings.Join(f.objects, ", "), f.err))
+		}
+		return nil, report, errors.Join(errs...)
 	}
 	if err := rewrite(report.subs); err != nil {
 		return nil, report, err
@@ -204,19 +219,6 @@ func appendUnique(list []string, s string) []string {
 		return list
 	}
 	return append(list, s)
-}
-
-// dedupErrors drops repeated messages (one image failing in many objects).
-func dedupErrors(errs []error) []error {
-	var out []error
-	seen := map[string]bool{}
-	for _, e := range errs {
-		if !seen[e.Error()] {
-			seen[e.Error()] = true
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // repoRoot finds the repository root from the app directory and the app's path in
