@@ -1,0 +1,126 @@
+// Package render turns an Argo CD application source (a Helm chart, a Kustomize
+// overlay or a directory of plain manifests) into Kubernetes objects, finds the image
+// fields of those objects and the platforms their workloads run on, rewrites images in
+// place and prints the objects as a deterministic YAML stream.
+//
+// Objects are kyaml nodes (sigs.k8s.io/kustomize/kyaml/yaml), so a rewrite changes one
+// scalar and leaves every other field, comment and key order as rendered.
+package render
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// SourceKind is the kind of application source Render detected.
+type SourceKind string
+
+// The source kinds, spelled as Argo CD spells them in lower case.
+const (
+	SourceHelm      SourceKind = "helm"
+	SourceKustomize SourceKind = "kustomize"
+	SourceDirectory SourceKind = "directory"
+)
+
+// Options carry what Argo CD passes to a render.
+type Options struct {
+	// AppName is the Helm release name (ARGOCD_APP_NAME). Argo CD spells applications
+	// outside its control-plane namespace "namespace_name"; the namespace part is
+	// dropped because a release name cannot hold "_". Empty: the directory's name.
+	AppName string
+	// Namespace is the destination namespace (ARGOCD_APP_NAMESPACE); Helm's
+	// .Release.Namespace. Empty: "default", as `helm template` does.
+	Namespace string
+	// KubeVersion (KUBE_VERSION) and APIVersions (KUBE_API_VERSIONS) are Helm's
+	// .Capabilities, as Argo CD passes --kube-version and --api-versions.
+	KubeVersion string
+	APIVersions []string
+	// ValuesFiles are Helm values files relative to the chart directory, applied in
+	// order (like --values). They must stay inside RepoRoot.
+	ValuesFiles []string
+	// HelmParameters are applied like --set name=value (sorted by name, commas in
+	// values escaped as Argo CD does); they win over ValuesFiles and Values.
+	HelmParameters map[string]string
+	// Values is inline YAML, applied after ValuesFiles (Argo CD's `values`).
+	Values string
+	// RepoRoot is the root of the extracted repository around the app directory.
+	// Values files may reach it with "../" but nothing beyond it. Empty: the app
+	// directory itself is the boundary.
+	RepoRoot string
+}
+
+// Rendered is the result of Render: the source kind and the objects in the order the
+// underlying tool (helm template, kustomize build, the directory walk) printed them.
+type Rendered struct {
+	Kind    SourceKind
+	Objects []*kyaml.RNode
+}
+
+// Detect reports how Render will treat dir: Chart.yaml means Helm, a kustomization
+// file (kustomization.yaml, kustomization.yml, Kustomization) means Kustomize,
+// anything else is a directory of manifests.
+func Detect(dir string) (SourceKind, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return "", fmt.Errorf("application directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("application directory %s is not a directory", dir)
+	}
+	if isFile(filepath.Join(dir, "Chart.yaml")) {
+		return SourceHelm, nil
+	}
+	for _, n := range kustomizationNames {
+		if isFile(filepath.Join(dir, n)) {
+			return SourceKustomize, nil
+		}
+	}
+	return SourceDirectory, nil
+}
+
+var kustomizationNames = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// Render renders the application source in dir.
+func Render(ctx context.Context, dir string, opts Options) (*Rendered, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("application directory %s: %w", dir, err)
+	}
+	kind, err := Detect(abs)
+	if err != nil {
+		return nil, err
+	}
+	var objs []*kyaml.RNode
+	switch kind {
+	case SourceHelm:
+		objs, err = renderHelm(ctx, abs, opts)
+	case SourceKustomize:
+		objs, err = renderKustomize(ctx, abs)
+	default:
+		objs, err = renderDirectory(ctx, abs)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &Rendered{Kind: kind, Objects: objs}, nil
+}
+
+// ErrUnsupported marks a source that uses a feature the sidecar refuses: an
+// undownloaded Helm dependency, Kustomize's helmCharts, Kustomize plugins.
+var ErrUnsupported = errors.New("unsupported by argocd-image-resolver")
