@@ -1,0 +1,13 @@
+# The sidecar image: our binary on a minimal base. Argo CD's argocd-cmp-server comes
+# from the shared var-files volume at run time (repo-server's init container copies it).
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/argocd-image-resolver ./cmd/argocd-image-resolver
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/argocd-image-resolver /usr/local/bin/argocd-image-resolver
+USER 999:999
+ENTRYPOINT ["/var/run/argocd/argocd-cmp-server"]
