@@ -6,7 +6,7 @@ BIN := $(CURDIR)/bin
 REGISTRY_BIN := $(CACHE)/bin/registry
 export PATH := $(CACHE)/bin:$(PATH)
 
-.PHONY: all build demo test test-unit test-e2e bench e2e-registry fmt vet lint fuzz clean
+.PHONY: all build demo test test-unit test-e2e bench bench-tools e2e-registry vet fuzz clean
 
 all: build
 
@@ -35,8 +35,14 @@ test-e2e: e2e-registry
 	cd e2e && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
 
 ## bench: registry requests, wall time and allocations (see README "Benchmarks")
-bench:
+bench: bench-tools
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
+
+bench-tools: $(CACHE)/bin/helm $(CACHE)/bin/kustomize
+$(CACHE)/bin/helm:
+	GOBIN=$(CACHE)/bin $(GO) install helm.sh/helm/v3/cmd/helm@v3.22.0
+$(CACHE)/bin/kustomize:
+	GOBIN=$(CACHE)/bin $(GO) install sigs.k8s.io/kustomize/kustomize/v5@v5.8.2
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseImage -fuzztime 20s ./resolve/

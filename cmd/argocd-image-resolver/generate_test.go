@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 
 // demoRegistry starts a registry seeded with the demo scenario and returns it and a
 // registries config mapping registry.demo.local to it.
-func demoRegistry(t *testing.T) (*rt.Server, string) {
+func demoRegistry(t testing.TB) (*rt.Server, string) {
 	t.Helper()
 	s := rt.New(t, rt.WithPageSize(2))
 	sc, err := rt.LoadScenario("../../testdata/registry/demo.yaml")

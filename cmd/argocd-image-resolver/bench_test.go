@@ -1,0 +1,67 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// BenchmarkGenerateVsTool runs a whole `generate` process for each sample app against
+// a loopback registry (cold: no daemon), next to what Argo CD would otherwise run for
+// the same app: `helm template` or `kustomize build` (the command-line tools, built by
+// `make bench-tools` into .cache/bin). It reports both times per render and their ratio.
+func BenchmarkGenerateVsTool(b *testing.B) {
+	bin, err := filepath.Abs("../../.cache/bin")
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, cfg := demoRegistry(b)
+	apps := []struct {
+		name, dir string
+		tool      []string
+	}{
+		{"helm-web", "helm-web", []string{filepath.Join(bin, "helm"), "template", "shop", ".", "--namespace", "shop", "--include-crds"}},
+		{"kustomize-overlay", "kustomize-overlay/overlay", []string{filepath.Join(bin, "kustomize"), "build", "."}},
+		{"plain-cron", "plain-cron", nil},
+		{"arm64-pinned", "arm64-pinned", nil},
+	}
+	for _, app := range apps {
+		b.Run(app.name, func(b *testing.B) {
+			dir := filepath.Join("../../testdata/apps", app.dir)
+			if app.tool != nil {
+				if _, err := os.Stat(app.tool[0]); err != nil {
+					b.Fatalf("%s is missing: run `make bench-tools`", app.tool[0])
+				}
+			}
+			var gen, tool time.Duration
+			for b.Loop() {
+				start := time.Now()
+				cmd := exec.Command(binary, "generate")
+				cmd.Dir = dir
+				cmd.Env = append(os.Environ(), "IMAGE_RESOLVER_REGISTRIES_CONFIG="+cfg, "ARGOCD_APP_NAME=shop",
+					"ARGOCD_APP_NAMESPACE=shop", "IMAGE_RESOLVER_SOCKET="+filepath.Join(os.TempDir(), "no-daemon.sock"))
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("generate: %v\n%s", err, out)
+				}
+				gen += time.Since(start)
+				if app.tool == nil {
+					continue
+				}
+				start = time.Now()
+				tc := exec.Command(app.tool[0], app.tool[1:]...)
+				tc.Dir = dir
+				if out, err := tc.CombinedOutput(); err != nil {
+					b.Fatalf("%s: %v\n%s", app.tool[0], err, out)
+				}
+				tool += time.Since(start)
+			}
+			b.ReportMetric(float64(gen.Milliseconds())/float64(b.N), "generate-ms/op")
+			if app.tool != nil {
+				b.ReportMetric(float64(tool.Milliseconds())/float64(b.N), "tool-ms/op")
+				b.ReportMetric(float64(gen)/float64(tool), "ratio")
+			}
+		})
+	}
+}
