@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
+)
+
+// resolveCmd runs `argocd-image-resolver resolve args...` as a process.
+func resolveCmd(t *testing.T, env []string, args ...string) run {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"resolve"}, args...)...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "DOCKER_CONFIG=" + t.TempDir()}, env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return run{stdout.String(), stderr.String(), code}
+}
+
+func TestResolveCommandJSONAndExitCodes(t *testing.T) {
+	s, cfg := demoRegistry(t)
+	env := []string{"IMAGE_RESOLVER_REGISTRIES_CONFIG=" + cfg}
+	const web = "registry.demo.local/demo/web"
+
+	r := resolveCmd(t, env, web, "--platforms", "linux/amd64", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var got struct {
+		Image, Tag, Digest, Reference, Strategy string
+		Platforms                               []string
+		Candidates                              int
+		Skipped                                 []struct{ Tag, Reason string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, r.stdout)
+	}
+	digest := s.Digest(t, "demo/web", "1.1.0")
+	if got.Image != web || got.Tag != "1.1.0" || got.Digest != digest || got.Reference != web+":1.1.0" ||
+		got.Strategy != "semver" || strings.Join(got.Platforms, ",") != "linux/amd64" || got.Candidates != 3 ||
+		len(got.Skipped) != 1 || got.Skipped[0].Tag != "1.2.0" || !strings.Contains(got.Skipped[0].Reason, "has linux/arm64") {
+		t.Errorf("json = %+v", got)
+	}
+
+	r = resolveCmd(t, env, web, "--platforms", "linux/amd64", "--explain")
+	for _, want := range []string{"skipped  1.2.0", "chosen   1.1.0", "left out (2):", "latest: not a semantic version", "1.3.0-rc.1: pre-release"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("--explain lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no tag qualifies still says why", []string{web, "--platforms", "linux/s390x"}, 1, "no tag qualifies"},
+		{"bad strategy", []string{web, "--strategy", "fastest"}, 2, `--strategy: invalid value "fastest"`},
+		{"bad platform", []string{web, "--platforms", "linux"}, 2, `--platforms: invalid value "linux"`},
+		{"bad image", []string{"UPPER/case"}, 2, "IMAGE"},
+		{"two constraints", []string{web + ":~1.0", "--constraint", "^2"}, 2, "--constraint"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := resolveCmd(t, env, tt.args...)
+			if r.code != tt.code || !strings.Contains(r.stdout+r.stderr, tt.want) {
+				t.Errorf("exit %d (want %d), output %q %q lacks %q", r.code, tt.code, r.stdout, r.stderr, tt.want)
+			}
+		})
+	}
+
+	s.Close()
+	r = resolveCmd(t, env, web)
+	if r.code != 3 || !strings.Contains(r.stderr, "list tags of") {
+		t.Errorf("registry down: exit %d, stderr %q; want 3 naming the failed list", r.code, r.stderr)
+	}
+}
+
+// Credentials from the docker config keychain ($DOCKER_CONFIG/config.json).
+func TestResolveCommandDockerConfig(t *testing.T) {
+	const secret = "pw-7d1f0e"
+	for _, mode := range []string{"basic", "bearer"} {
+		t.Run(mode, func(t *testing.T) {
+			opt := rt.WithBasicAuth("robot", secret)
+			if mode == "bearer" {
+				opt = rt.WithBearerAuth("robot", secret)
+			}
+			s := rt.New(t, opt)
+			s.Push(t, "team/app", "1.0.0", rt.Image(time.Unix(0, 0), "linux/amd64"))
+			for _, tc := range []struct {
+				pass string
+				code int
+			}{{secret, 0}, {"not-" + secret, 3}} {
+				dir := t.TempDir()
+				auth := base64.StdEncoding.EncodeToString([]byte("robot:" + tc.pass))
+				cfg := fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, s.Host, auth)
+				if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				cmd := exec.Command(binary, "resolve", s.Ref("team/app"), "-o", "json")
+				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "DOCKER_CONFIG=" + dir}
+				out, err := cmd.CombinedOutput()
+				code := 0
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
+					code = ee.ExitCode()
+				}
+				if code != tc.code {
+					t.Errorf("password %q: exit %d, want %d: %s", tc.pass, code, tc.code, out)
+				}
+				if strings.Contains(string(out), secret) || strings.Contains(string(out), auth) {
+					t.Errorf("output leaks the credential: %s", out)
+				}
+			}
+		})
+	}
+}
