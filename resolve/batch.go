@@ -88,8 +88,12 @@ type Batch interface {
 }
 
 // ResolveBatch resolves requests directly, concurrently, one Answer per request in
-// order. Identical requests are resolved once.
-func (r *Resolver) ResolveBatch(ctx context.Context, _ string, reqs []Request) ([]Answer, error) {
+// order. Identical requests are resolved once. The app travels in the context
+// (WithApp) to the authorizers and keychains.
+func (r *Resolver) ResolveBatch(ctx context.Context, app string, reqs []Request) ([]Answer, error) {
+	if app != "" {
+		ctx = WithApp(ctx, app)
+	}
 	answers := make([]Answer, len(reqs))
 	type key struct {
 		image string

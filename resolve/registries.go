@@ -2,10 +2,17 @@ package resolve
 
 import (
 	"bytes"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
+	"math"
 	"os"
+	"path"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"sigs.k8s.io/yaml"
@@ -21,8 +28,71 @@ type RegistryConfig struct {
 	API string `json:"api,omitempty"`
 	// Insecure allows plain HTTP and unverified TLS for this registry.
 	Insecure bool `json:"insecure,omitempty"`
+	// CA is a PEM file of certificate authorities trusted for this registry (and
+	// its API endpoint), besides the system's.
+	CA string `json:"ca,omitempty"`
+	// Credentials names where this registry's credential comes from (see
+	// ParseCredentialSource); empty: the default keychain (docker config).
+	Credentials string `json:"credentials,omitempty"`
+	// CredentialsExpire is how long a fetched credential is used before it is
+	// fetched again (a Go duration: 30m, 12h); empty: the source's own default.
+	CredentialsExpire string `json:"credentialsExpire,omitempty"`
+	// CredentialsTimeout bounds an ext: script's run (default 60s).
+	CredentialsTimeout string `json:"credentialsTimeout,omitempty"`
+	// RateLimit is the requests per second allowed to this registry (0: no limit
+	// of its own); the daemon's rate limiter reads it.
+	RateLimit float64 `json:"rateLimit,omitempty"`
 	// PageSize is the tag page size asked for (0: DefaultPageSize).
 	PageSize int `json:"pageSize,omitempty"`
+	// DefaultNamespace is put before one-component repository names (nginx ->
+	// library/nginx). Docker Hub's is always library.
+	DefaultNamespace string `json:"defaultNamespace,omitempty"`
+	// Apps are globs (path.Match: * does not cross /) of the Argo CD application
+	// names that may resolve images under this prefix; empty: every app.
+	Apps []string `json:"apps,omitempty"`
+}
+
+// DefaultCredentialsTimeout bounds an ext: credentials script unless the entry
+// says otherwise.
+const DefaultCredentialsTimeout = 60 * time.Second
+
+// CredentialsExpiry is the parsed credentialsExpire (0 when not set).
+func (rc RegistryConfig) CredentialsExpiry() time.Duration {
+	d, _ := time.ParseDuration(rc.CredentialsExpire)
+	return d
+}
+
+// CredentialsTimeoutOrDefault is the parsed credentialsTimeout, or
+// DefaultCredentialsTimeout.
+func (rc RegistryConfig) CredentialsTimeoutOrDefault() time.Duration {
+	if d, err := time.ParseDuration(rc.CredentialsTimeout); err == nil && d > 0 {
+		return d
+	}
+	return DefaultCredentialsTimeout
+}
+
+// Host is the registry host of the entry's prefix (docker.io for Docker Hub).
+func (rc RegistryConfig) Host() string {
+	host, _, _ := strings.Cut(rc.Prefix, "/")
+	return host
+}
+
+// AllowsApp reports whether app may resolve images under this entry: always when
+// the entry has no apps, else when a glob matches. An empty app (none known) is
+// refused by an entry with apps.
+func (rc RegistryConfig) AllowsApp(app string) bool {
+	if len(rc.Apps) == 0 {
+		return true
+	}
+	if app == "" {
+		return false
+	}
+	for _, g := range rc.Apps {
+		if ok, _ := path.Match(g, app); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // RegistriesFile is the registries configuration file.
@@ -38,6 +108,26 @@ func LoadRegistries(path string) ([]RegistryConfig, error) {
 		return nil, fmt.Errorf("registries config: %w", err)
 	}
 	return ParseRegistries(path, raw)
+}
+
+var (
+	reNamespace = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$`)
+	// ECR private registries: ACCOUNT.dkr.ecr[-fips].REGION.amazonaws.com[.cn].
+	reECRHost = regexp.MustCompile(`^(\d{12})\.dkr[.-]ecr(-fips)?\.([a-z0-9-]+)\.(amazonaws\.com(\.cn)?|on\.(aws|amazonwebservices\.com\.cn))$`)
+	reACRHost = regexp.MustCompile(`^[a-z0-9-]+\.azurecr\.(io|cn|us|de)$`)
+)
+
+// ECRHost splits an ECR private registry host into its account and region.
+func ECRHost(host string) (account, region string, ok bool) {
+	m := reECRHost.FindStringSubmatch(host)
+	if m == nil {
+		return "", "", false
+	}
+	return m[1], m[3], true
+}
+
+func isGoogleHost(host string) bool {
+	return host == "gcr.io" || strings.HasSuffix(host, ".gcr.io") || strings.HasSuffix(host, ".pkg.dev")
 }
 
 // ParseRegistries parses registries configuration; source names it in errors.
@@ -68,8 +158,98 @@ func ParseRegistries(source string, raw []byte) ([]RegistryConfig, error) {
 		if rc.PageSize < 0 {
 			return nil, &InputError{Field: field("pageSize"), Value: fmt.Sprint(rc.PageSize), Accepted: "0 (default) or a positive number"}
 		}
+		if math.IsNaN(rc.RateLimit) || math.IsInf(rc.RateLimit, 0) || rc.RateLimit < 0 {
+			return nil, &InputError{Field: field("rateLimit"), Value: fmt.Sprint(rc.RateLimit),
+				Accepted: "requests per second: 0 (no limit of its own) or a positive number, e.g. 5 or 0.5"}
+		}
+		if rc.DefaultNamespace != "" {
+			ok := reNamespace.MatchString(rc.DefaultNamespace)
+			if rc.Prefix == "docker.io" && rc.DefaultNamespace != "library" {
+				ok = false
+			}
+			if !ok {
+				return nil, &InputError{Field: field("defaultNamespace"), Value: rc.DefaultNamespace,
+					Accepted: "a repository path such as library or team/images (only library on Docker Hub)"}
+			}
+		}
+		if rc.CA != "" {
+			if rc.Insecure {
+				return nil, &InputError{Field: field("ca"), Value: rc.CA,
+					Accepted: "a CA file or insecure: true, not both (insecure turns TLS verification off)"}
+			}
+			if err := checkCAFile(rc.CA); err != nil {
+				return nil, &InputError{Field: field("ca"), Value: rc.CA,
+					Accepted: "the absolute path of a readable PEM file holding at least one CERTIFICATE", Err: err}
+			}
+		}
+		for j, g := range rc.Apps {
+			if _, err := path.Match(g, ""); err != nil || strings.TrimSpace(g) == "" {
+				return nil, &InputError{Field: field(fmt.Sprintf("apps[%d]", j)), Value: g,
+					Accepted: "an Argo CD application name or a glob (*, ?, [a-z]; * does not cross /)"}
+			}
+		}
+		if rc.Credentials != "" {
+			src, err := ParseCredentialSource(rc.Credentials)
+			if err != nil {
+				return nil, &InputError{Field: field("credentials"), Value: rc.Credentials, Accepted: CredentialSourceForms, Err: err}
+			}
+			if err := src.checkHost(rc.Host()); err != nil {
+				return nil, &InputError{Field: field("credentials"), Value: rc.Credentials, Err: err,
+					Accepted: fmt.Sprintf("%s only for the registries it serves, not for prefix %s", src.Kind, rc.Prefix)}
+			}
+		}
+		if rc.CredentialsExpire != "" {
+			d, err := time.ParseDuration(rc.CredentialsExpire)
+			if err != nil || d <= 0 || rc.Credentials == "" {
+				return nil, &InputError{Field: field("credentialsExpire"), Value: rc.CredentialsExpire,
+					Accepted: "a positive duration such as 30m or 12h, with credentials set"}
+			}
+		}
+		if rc.CredentialsTimeout != "" {
+			d, err := time.ParseDuration(rc.CredentialsTimeout)
+			if err != nil || d <= 0 || !strings.HasPrefix(rc.Credentials, CredExt+":") {
+				return nil, &InputError{Field: field("credentialsTimeout"), Value: rc.CredentialsTimeout,
+					Accepted: "a positive duration such as 10s or 2m, with credentials: ext:/path/to/script"}
+			}
+		}
 	}
 	return f.Registries, nil
+}
+
+func checkCAFile(p string) error {
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("not an absolute path")
+	}
+	_, err := LoadCAFile(p)
+	return err
+}
+
+// LoadCAFile reads the certificates of a PEM file.
+func LoadCAFile(p string) ([]*x509.Certificate, error) {
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	var certs []*x509.Certificate
+	for {
+		var b *pem.Block
+		b, raw = pem.Decode(raw)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		certs = append(certs, c)
+	}
+	if len(certs) == 0 {
+		return nil, fmt.Errorf("no PEM CERTIFICATE block")
+	}
+	return certs, nil
 }
 
 // normalisePrefix folds Docker Hub's aliases into docker.io, as RepoKey does.
@@ -113,3 +293,15 @@ func (t registryTable) lookup(repo name.Repository) (RegistryConfig, bool) {
 	}
 	return RegistryConfig{}, false
 }
+
+// RegistryTable matches repositories to registry configuration by the longest
+// prefix, Docker Hub's aliases folded into docker.io.
+type RegistryTable struct{ t registryTable }
+
+// NewRegistryTable returns the table of cfgs.
+func NewRegistryTable(cfgs []RegistryConfig) RegistryTable {
+	return RegistryTable{newRegistryTable(cfgs)}
+}
+
+// Lookup returns the entry with the longest prefix matching repo, if any.
+func (t RegistryTable) Lookup(repo name.Repository) (RegistryConfig, bool) { return t.t.lookup(repo) }

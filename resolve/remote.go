@@ -3,6 +3,7 @@ package resolve
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -26,12 +27,25 @@ const DefaultPageSize = 1000
 // manifests and blobs by digest (content addressed, so never stale), and retries 429
 // and 5xx answers honouring Retry-After.
 type Remote struct {
-	o        remoteOptions
-	common   []remote.Option
-	table    registryTable
-	pullers  sync.Map // page size -> func() (*remote.Puller, error)
-	manMemo  sync.Map // digest string -> *Manifest
-	blobMemo sync.Map // digest string -> []byte
+	o      remoteOptions
+	common []remote.Option
+	table  registryTable
+	// creds is o.keychain when it knows configured credential sources.
+	creds    CredentialKeychain
+	pullers  sync.Map // pullerKey -> func() (*remote.Puller, error)
+	genMu    sync.Mutex
+	gens     map[string]uint64 // entry prefix -> credential generation
+	manMemo  sync.Map          // digest string -> *Manifest
+	blobMemo sync.Map          // digest string -> []byte
+}
+
+// pullerKey selects a Puller: one per page size, registry entry and credential
+// generation, so that a rejected credential is fetched again with fresh
+// authenticated transports for that entry only.
+type pullerKey struct {
+	pageSize int
+	entry    string
+	gen      uint64
 }
 
 type remoteOptions struct {
@@ -51,7 +65,10 @@ type remoteOptions struct {
 type RemoteOption func(*remoteOptions)
 
 // WithKeychain sets where credentials come from (default: the docker config
-// keychain, which reads $DOCKER_CONFIG/config.json).
+// keychain, which reads $DOCKER_CONFIG/config.json). A keychain that also
+// implements CredentialKeychain (resolve/credentials) is asked for the repository
+// as written, not for its API endpoint, and a credential the registry rejects
+// (401/403) is fetched once more and the request retried once.
 func WithKeychain(k authn.Keychain) RemoteOption { return func(o *remoteOptions) { o.keychain = k } }
 
 // WithTransport sets the base HTTP transport; retries and auth are layered on top.
@@ -103,20 +120,45 @@ func NewRemote(opts ...RemoteOption) (*Remote, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	r := &Remote{o: o, table: newRegistryTable(o.registries)}
+	r := &Remote{o: o, table: newRegistryTable(o.registries), gens: map[string]uint64{}}
+	r.creds, _ = o.keychain.(CredentialKeychain)
 	insecureHosts := map[string]bool{}
+	caHosts := map[string]*x509.CertPool{}
 	for _, rc := range r.table {
+		hosts := []string{rc.Host()}
+		if rc.Host() == "docker.io" {
+			hosts = append(hosts, name.DefaultRegistry, "registry-1.docker.io")
+		}
+		if rc.API != "" {
+			hosts = append(hosts, rc.API)
+		}
 		if rc.Insecure {
-			host, _, _ := strings.Cut(rc.Prefix, "/")
-			insecureHosts[host] = true
-			if rc.API != "" {
-				insecureHosts[rc.API] = true
+			for _, h := range hosts {
+				insecureHosts[h] = true
+			}
+		}
+		if rc.CA != "" {
+			certs, err := LoadCAFile(rc.CA)
+			if err != nil {
+				return nil, fmt.Errorf("registry client: ca of %s: %s: %w", rc.Prefix, rc.CA, err)
+			}
+			for _, h := range hosts {
+				pool := caHosts[h]
+				if pool == nil {
+					if pool, err = x509.SystemCertPool(); err != nil {
+						pool = x509.NewCertPool()
+					}
+					caHosts[h] = pool
+				}
+				for _, c := range certs {
+					pool.AddCert(c)
+				}
 			}
 		}
 	}
 	base := o.transport
 	if base == nil {
-		base = newBaseTransport(o.insecure, insecureHosts)
+		base = newBaseTransport(o.insecure, insecureHosts, caHosts)
 	}
 	if o.wrap != nil {
 		base = o.wrap(base)
@@ -124,7 +166,7 @@ func NewRemote(opts ...RemoteOption) (*Remote, error) {
 	rt := &retryTransport{next: base, policy: o.retry}
 	r.common = []remote.Option{
 		remote.WithTransport(rt),
-		remote.WithAuthFromKeychain(o.keychain),
+		remote.WithAuthFromKeychain(originKeychain{r}),
 		remote.WithUserAgent(o.userAgent),
 		remote.WithJobs(o.jobs),
 		// Our transport retries, honouring Retry-After; ggcr's own retry would not.
@@ -132,30 +174,113 @@ func NewRemote(opts ...RemoteOption) (*Remote, error) {
 		remote.WithRetryPredicate(func(error) bool { return false }),
 		remote.WithRetryStatusCodes(),
 	}
-	if _, err := r.puller(o.pageSize); err != nil {
+	if _, err := r.puller(pullerKey{pageSize: o.pageSize}); err != nil {
 		return nil, fmt.Errorf("registry client: %w", err)
 	}
 	return r, nil
 }
 
-// puller returns the shared Puller for a page size (0: none). Pullers keep one
-// authenticated transport per repository, so a repository costs one ping and one
-// token however many requests follow.
-func (r *Remote) puller(pageSize int) (*remote.Puller, error) {
+// Authorize refuses, before any cache or network access, an app (WithApp) that
+// the registry entry of repo does not list in its apps; give it to the Resolver
+// with WithAuthorizer. Resolvers reading straight from a Remote call it anyway.
+func (r *Remote) Authorize(ctx context.Context, repo name.Repository) error {
+	return RegistryTable{r.table}.Authorize(ctx, repo)
+}
+
+// puller returns the shared Puller for a key. Pullers keep one authenticated
+// transport per repository, so a repository costs one ping and one token however
+// many requests follow.
+func (r *Remote) puller(k pullerKey) (*remote.Puller, error) {
 	newPuller := sync.OnceValues(func() (*remote.Puller, error) {
 		// ggcr asks for 1000 unless told otherwise; 0 sends no n at all.
-		opts := append(append([]remote.Option(nil), r.common...), remote.WithPageSize(pageSize))
+		opts := append(append([]remote.Option(nil), r.common...), remote.WithPageSize(k.pageSize))
 		return remote.NewPuller(opts...)
 	})
-	f, _ := r.pullers.LoadOrStore(pageSize, newPuller)
+	f, _ := r.pullers.LoadOrStore(k, newPuller)
 	return f.(func() (*remote.Puller, error))()
 }
 
+// generation returns the credential generation of a registry entry.
+func (r *Remote) generation(entry string) uint64 {
+	r.genMu.Lock()
+	defer r.genMu.Unlock()
+	return r.gens[entry]
+}
+
+// renew makes the credential of origin's entry be fetched again and drops the
+// entry's authenticated transports, once per generation however many requests
+// saw the rejection.
+func (r *Remote) renew(origin name.Repository, entry string, gen uint64) {
+	r.genMu.Lock()
+	defer r.genMu.Unlock()
+	if r.gens[entry] != gen {
+		return
+	}
+	r.gens[entry] = gen + 1
+	r.creds.Invalidate(origin)
+	r.pullers.Range(func(k, _ any) bool {
+		if pk := k.(pullerKey); pk.entry == entry && pk.gen == gen {
+			r.pullers.Delete(k)
+		}
+		return true
+	})
+}
+
+// call runs f with the Puller for t's entry. When the registry rejects a
+// configured credential (401/403), the credential is fetched once more and f run
+// once more; a second rejection is an *AuthError naming the registry and the
+// credential source.
+func (r *Remote) call(ctx context.Context, origin name.Repository, t target, pageSize int, f func(context.Context, *remote.Puller) error) error {
+	ctx = withOrigin(ctx, origin)
+	gen := r.generation(t.entry)
+	p, err := r.puller(pullerKey{pageSize, t.entry, gen})
+	if err == nil {
+		err = f(ctx, p)
+	}
+	if err == nil || !IsAuthFailure(err) || r.creds == nil {
+		return err
+	}
+	src := r.creds.CredentialSource(origin)
+	if src == "" {
+		return err
+	}
+	r.renew(origin, t.entry, gen)
+	if p, err = r.puller(pullerKey{pageSize, t.entry, r.generation(t.entry)}); err == nil {
+		err = f(ctx, p)
+	}
+	if IsAuthFailure(err) {
+		reg := t.entry
+		if reg == "" {
+			reg = origin.RegistryStr()
+		}
+		return &AuthError{Registry: reg, Source: src, Err: err,
+			Reason: "the registry refused the credential, also when fetched once more"}
+	}
+	return err
+}
+
+// originKeychain asks the keychain for the repository as written when a
+// credential source is configured for it (so that credentials bind to the
+// registry entry, whatever endpoint serves it), else for the endpoint.
+type originKeychain struct{ r *Remote }
+
+func (k originKeychain) Resolve(target authn.Resource) (authn.Authenticator, error) {
+	return k.ResolveContext(context.Background(), target)
+}
+
+func (k originKeychain) ResolveContext(ctx context.Context, target authn.Resource) (authn.Authenticator, error) {
+	if origin, ok := originFrom(ctx); ok && k.r.creds != nil && k.r.creds.CredentialSource(origin) != "" {
+		target = origin
+	}
+	return authn.Resolve(ctx, k.r.o.keychain, target)
+}
+
 // newBaseTransport is the HTTP transport below retries and auth. TLS verification is
-// off only for registries configured insecure (or all, with insecureAll).
-func newBaseTransport(insecureAll bool, insecureHosts map[string]bool) http.RoundTripper {
+// off only for registries configured insecure (or all, with insecureAll); hosts
+// with a configured CA trust it besides the system's.
+func newBaseTransport(insecureAll bool, insecureHosts map[string]bool, caHosts map[string]*x509.CertPool) http.RoundTripper {
 	secure := http.DefaultTransport.(*http.Transport).Clone()
-	if !insecureAll && len(insecureHosts) == 0 {
+	if !insecureAll && len(insecureHosts) == 0 && len(caHosts) == 0 {
 		return secure
 	}
 	insecure := secure.Clone()
@@ -163,9 +288,18 @@ func newBaseTransport(insecureAll bool, insecureHosts map[string]bool) http.Roun
 	if insecureAll {
 		return insecure
 	}
+	withCA := map[string]http.RoundTripper{}
+	for h, pool := range caHosts {
+		t := secure.Clone()
+		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		withCA[h] = t
+	}
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		if insecureHosts[req.URL.Host] {
 			return insecure.RoundTrip(req)
+		}
+		if t := withCA[req.URL.Host]; t != nil {
+			return t.RoundTrip(req)
 		}
 		return secure.RoundTrip(req)
 	})
@@ -175,17 +309,29 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
+// target is where a repository is read from.
+type target struct {
+	repo     name.Repository // the endpoint: API host, default namespace, insecure applied
+	pageSize int
+	entry    string // prefix of the matching registry entry, "" for none
+}
+
 // endpoint maps a repository to where it is read from (its configured API endpoint,
-// plain HTTP when insecure) and the page size to ask for.
-func (r *Remote) endpoint(repo name.Repository) (name.Repository, int) {
+// plain HTTP when insecure, the default namespace before a one-component name) and
+// the page size to ask for.
+func (r *Remote) endpoint(repo name.Repository) target {
 	rc, ok := r.table.lookup(repo)
-	pageSize := r.o.pageSize
+	t := target{repo: repo, pageSize: r.o.pageSize, entry: rc.Prefix}
 	if ok && rc.PageSize > 0 {
-		pageSize = rc.PageSize
+		t.pageSize = rc.PageSize
 	}
 	insecure := r.o.insecure || (ok && rc.Insecure)
-	if !ok || (rc.API == "" && !insecure) {
-		return repo, pageSize
+	path := repo.RepositoryStr()
+	if ok && rc.DefaultNamespace != "" && !strings.Contains(path, "/") {
+		path = rc.DefaultNamespace + "/" + path
+	}
+	if !ok || (rc.API == "" && !insecure && path == repo.RepositoryStr()) {
+		return t
 	}
 	host := repo.RegistryStr()
 	if rc.API != "" {
@@ -195,28 +341,27 @@ func (r *Remote) endpoint(repo name.Repository) (name.Repository, int) {
 	if insecure {
 		opts = append(opts, name.Insecure)
 	}
-	if mapped, err := name.NewRepository(host+"/"+repo.RepositoryStr(), opts...); err == nil {
-		return mapped, pageSize
+	if mapped, err := name.NewRepository(host+"/"+path, opts...); err == nil {
+		t.repo = mapped
 	}
-	return repo, pageSize
+	return t
 }
 
 // ListTags lists every tag, following Link pagination. A registry that rejects the
 // page size is asked again without one.
 func (r *Remote) ListTags(ctx context.Context, repo name.Repository) ([]string, error) {
-	repo, pageSize := r.endpoint(repo)
-	p, err := r.puller(pageSize)
-	if err != nil {
-		return nil, err
+	t := r.endpoint(repo)
+	var tags []string
+	list := func(ctx context.Context, p *remote.Puller) (err error) {
+		tags, err = p.List(ctx, t.repo)
+		return err
 	}
-	tags, err := p.List(ctx, repo)
-	if err != nil && pageSize > 0 && rejectsPageSize(err) {
-		if p, err = r.puller(0); err == nil {
-			tags, err = p.List(ctx, repo)
-		}
+	err := r.call(ctx, repo, t, t.pageSize, list)
+	if err != nil && t.pageSize > 0 && rejectsPageSize(err) {
+		err = r.call(ctx, repo, t, 0, list)
 	}
 	if err != nil {
-		return nil, &RegistryError{Op: "list tags", Image: repo.String(), Err: err}
+		return nil, &RegistryError{Op: "list tags", Image: t.repo.String(), Err: err}
 	}
 	return tags, nil
 }
@@ -230,35 +375,35 @@ func rejectsPageSize(err error) bool {
 
 // Head returns the descriptor a tag points at.
 func (r *Remote) Head(ctx context.Context, repo name.Repository, tag string) (v1.Descriptor, error) {
-	repo, pageSize := r.endpoint(repo)
-	p, err := r.puller(pageSize)
+	t := r.endpoint(repo)
+	var d *v1.Descriptor
+	err := r.call(ctx, repo, t, t.pageSize, func(ctx context.Context, p *remote.Puller) (err error) {
+		d, err = p.Head(ctx, t.repo.Tag(tag))
+		return err
+	})
 	if err != nil {
-		return v1.Descriptor{}, err
-	}
-	d, err := p.Head(ctx, repo.Tag(tag))
-	if err != nil {
-		return v1.Descriptor{}, &RegistryError{Op: "head manifest", Image: repo.String() + ":" + tag, Err: err}
+		return v1.Descriptor{}, &RegistryError{Op: "head manifest", Image: t.repo.String() + ":" + tag, Err: err}
 	}
 	return *d, nil
 }
 
 // Manifest returns the manifest for a tag or digest, memoised by digest.
 func (r *Remote) Manifest(ctx context.Context, repo name.Repository, ref string) (*Manifest, error) {
-	repo, pageSize := r.endpoint(repo)
+	t := r.endpoint(repo)
 	if m, ok := r.manMemo.Load(ref); ok {
 		return m.(*Manifest), nil
 	}
 	var nref name.Reference
 	if h, err := v1.NewHash(ref); err == nil {
-		nref = repo.Digest(h.String())
+		nref = t.repo.Digest(h.String())
 	} else {
-		nref = repo.Tag(ref)
+		nref = t.repo.Tag(ref)
 	}
-	p, err := r.puller(pageSize)
-	if err != nil {
-		return nil, err
-	}
-	d, err := p.Get(ctx, nref)
+	var d *remote.Descriptor
+	err := r.call(ctx, repo, t, t.pageSize, func(ctx context.Context, p *remote.Puller) (err error) {
+		d, err = p.Get(ctx, nref)
+		return err
+	})
 	if err != nil {
 		return nil, &RegistryError{Op: "get manifest", Image: nref.String(), Err: err}
 	}
@@ -271,12 +416,16 @@ func (r *Remote) Manifest(ctx context.Context, repo name.Repository, ref string)
 
 // Blob returns a blob by digest, memoised.
 func (r *Remote) Blob(ctx context.Context, repo name.Repository, digest v1.Hash) ([]byte, error) {
-	repo, pageSize := r.endpoint(repo)
+	t := r.endpoint(repo)
 	if b, ok := r.blobMemo.Load(digest.String()); ok {
 		return b.([]byte), nil
 	}
-	ref := repo.Digest(digest.String())
-	b, err := r.readBlob(ctx, ref, pageSize)
+	ref := t.repo.Digest(digest.String())
+	var b []byte
+	err := r.call(ctx, repo, t, t.pageSize, func(ctx context.Context, p *remote.Puller) (err error) {
+		b, err = readBlob(ctx, p, ref)
+		return err
+	})
 	if err != nil {
 		return nil, &RegistryError{Op: "get blob", Image: ref.String(), Err: err}
 	}
@@ -286,11 +435,7 @@ func (r *Remote) Blob(ctx context.Context, repo name.Repository, digest v1.Hash)
 	return b, nil
 }
 
-func (r *Remote) readBlob(ctx context.Context, ref name.Digest, pageSize int) ([]byte, error) {
-	p, err := r.puller(pageSize)
-	if err != nil {
-		return nil, err
-	}
+func readBlob(ctx context.Context, p *remote.Puller, ref name.Digest) ([]byte, error) {
 	l, err := p.Layer(ctx, ref)
 	if err != nil {
 		return nil, err

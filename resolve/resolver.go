@@ -70,6 +70,24 @@ type Consideration struct {
 type Resolver struct {
 	reg         Registry
 	concurrency int
+	authorizers []Authorizer
+}
+
+// Authorizer decides, before any cache or network access, whether the app in ctx
+// (AppFrom) may resolve repo; a non-nil error refuses.
+type Authorizer func(ctx context.Context, repo name.Repository) error
+
+// WithAuthorizer adds a check run at the start of every Resolve, before the
+// registry (or the daemon's cached view of it) is read: the place for the app
+// scoping of registry entries (Remote.Authorize). Its error is returned wrapped in
+// a *RegistryError. A Registry with an Authorize method of this signature (a
+// *Remote) is checked without this option.
+func WithAuthorizer(a Authorizer) ResolverOption {
+	return func(r *Resolver) {
+		if a != nil {
+			r.authorizers = append(r.authorizers, a)
+		}
+	}
 }
 
 // ResolverOption configures a Resolver.
@@ -83,17 +101,41 @@ func WithConcurrency(n int) ResolverOption {
 // NewResolver returns a Resolver reading from reg.
 func NewResolver(reg Registry, opts ...ResolverOption) *Resolver {
 	r := &Resolver{reg: reg, concurrency: 8}
+	if a, ok := reg.(interface {
+		Authorize(context.Context, name.Repository) error
+	}); ok {
+		r.authorizers = append(r.authorizers, a.Authorize)
+	}
 	for _, o := range opts {
 		o(r)
 	}
 	return r
 }
 
+// authorize runs the authorizers; a refusal is a *RegistryError (exit status 3)
+// wrapping the authorizer's error (an *AuthError for app scoping).
+func (r *Resolver) authorize(ctx context.Context, repo name.Repository, written string) error {
+	for _, a := range r.authorizers {
+		if err := a(ctx, repo); err != nil {
+			image := written
+			if image == "" {
+				image = repo.String()
+			}
+			return &RegistryError{Op: "authorize", Image: image, Err: err}
+		}
+	}
+	return nil
+}
+
 // Resolve finds the best tag of repo (written is how the user spelled it) that the
 // policy allows and that has every required platform. It never answers from partial
 // data: if a tag that could win cannot be read, it returns the registry's error.
-// When no tag qualifies it returns a *NoTagError holding the partial Result.
+// When no tag qualifies it returns a *NoTagError holding the partial Result. The
+// authorizers (WithAuthorizer) run first, before anything is read.
 func (r *Resolver) Resolve(ctx context.Context, repo name.Repository, written string, p *Policy) (*Result, error) {
+	if err := r.authorize(ctx, repo, written); err != nil {
+		return nil, err
+	}
 	ctx, stale := withStaleRecorder(ctx)
 	res, err := r.resolve(ctx, repo, written, p)
 	if res != nil {

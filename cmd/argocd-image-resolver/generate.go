@@ -47,7 +47,7 @@ names resolved.`,
 // batchFor returns how to resolve: directly, with a cold client. (The daemon's cached
 // view is used when it is reachable; see serve.)
 func batchFor(ctx context.Context, stderr io.Writer) (resolve.Batch, error) {
-	reg, err := newRemote(os.Getenv(registriesConfigEnv))
+	reg, err := newConfiguredRemote(os.Getenv(registriesConfigEnv))
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ func newResolveCommand() *cobra.Command {
 		explain    bool
 		output     string
 		registries string
+		app        string
 	)
 	cmd := &cobra.Command{
 		Use:   "resolve IMAGE",
@@ -49,11 +50,15 @@ Exit status: 0 resolved, 1 no tag qualifies, 2 bad input, 3 registry error.`,
 			if err != nil {
 				return flagError(err)
 			}
-			reg, err := newRemote(registries, resolve.WithInsecure(insecure))
+			reg, err := newConfiguredRemote(registries, resolve.WithInsecure(insecure))
 			if err != nil {
 				return err
 			}
-			res, err := resolve.NewResolver(reg).Resolve(cmd.Context(), repo, written, policy)
+			ctx := cmd.Context()
+			if app != "" {
+				ctx = resolve.WithApp(ctx, app)
+			}
+			res, err := resolve.NewResolver(reg).Resolve(ctx, repo, written, policy)
 			var noTag *resolve.NoTagError
 			if err != nil && !errors.As(err, &noTag) {
 				return err
@@ -85,6 +90,7 @@ Exit status: 0 resolved, 1 no tag qualifies, 2 bad input, 3 registry error.`,
 	f.BoolVar(&spec.PinDigest, "pin-digest", false, "write tag@sha256:digest")
 	f.BoolVar(&insecure, "insecure", false, "allow plain HTTP and unverified TLS for this registry")
 	f.StringVar(&registries, "registries-config", os.Getenv(registriesConfigEnv), "registries configuration file (default $"+registriesConfigEnv+")")
+	f.StringVar(&app, "app", "", "Argo CD app name to resolve as (for registries whose credentials are scoped to apps)")
 	f.BoolVar(&explain, "explain", false, "show every candidate considered and why it won or was passed over")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
@@ -113,15 +119,3 @@ func strategyNames() []string {
 
 // registriesConfigEnv names the registries configuration file for every command.
 const registriesConfigEnv = "IMAGE_RESOLVER_REGISTRIES_CONFIG"
-
-// newRemote builds the registry client from the registries configuration file, if any.
-func newRemote(registriesFile string, opts ...resolve.RemoteOption) (*resolve.Remote, error) {
-	if registriesFile != "" {
-		cfgs, err := resolve.LoadRegistries(registriesFile)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, resolve.WithRegistries(cfgs))
-	}
-	return resolve.NewRemote(opts...)
-}
