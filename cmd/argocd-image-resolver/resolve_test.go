@@ -133,3 +133,32 @@ func TestResolveCommandDockerConfig(t *testing.T) {
 		})
 	}
 }
+
+// Credentials from the registries file, scoped to apps, through the real binary.
+func TestResolveCommandRegistriesCredentials(t *testing.T) {
+	const secret = "tok-93b2c1"
+	s := rt.New(t, rt.WithBearerAuth("robot", secret))
+	s.Push(t, "team/app", "1.0.0", rt.Image(time.Unix(0, 0), "linux/amd64"))
+	cfg := filepath.Join(t.TempDir(), "registries.yaml")
+	body := fmt.Sprintf("registries:\n- prefix: %s\n  credentials: env:TEAM_REGISTRY\n  apps: [team-*]\n", s.Host)
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"IMAGE_RESOLVER_REGISTRIES_CONFIG=" + cfg, "TEAM_REGISTRY=robot:" + secret}
+	if r := resolveCmd(t, env, s.Ref("team/app"), "--app", "team-web"); r.code != 0 || !strings.Contains(r.stdout, ":1.0.0") {
+		t.Errorf("allowed app: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	s.ResetCounts()
+	r := resolveCmd(t, env, s.Ref("team/app"), "--app", "other-web")
+	if r.code != 3 || !strings.Contains(r.stderr, "other-web") {
+		t.Errorf("other app: exit %d, stderr %q; want 3 naming the app", r.code, r.stderr)
+	}
+	if s.Total() != 0 {
+		t.Errorf("a refused app made %d registry requests", s.Total())
+	}
+	bad := []string{"IMAGE_RESOLVER_REGISTRIES_CONFIG=" + cfg, "TEAM_REGISTRY=robot:wrong-" + secret}
+	r = resolveCmd(t, bad, s.Ref("team/app"), "--app", "team-web")
+	if r.code != 3 || strings.Contains(r.stdout+r.stderr, secret) || !strings.Contains(r.stderr, "env:TEAM_REGISTRY") {
+		t.Errorf("wrong credential: exit %d, output %q %q; want 3, naming the source, without the secret", r.code, r.stdout, r.stderr)
+	}
+}
