@@ -10,4 +10,4 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/argocd-image-resol
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/argocd-image-resolver /usr/local/bin/argocd-image-resolver
 USER 999:999
-ENTRYPOINT ["/var/run/argocd/argocd-cmp-server"]
+ENTRYPOINT ["argocd-image-resolver", "sidecar", "--", "/var/run/argocd/argocd-cmp-server"]

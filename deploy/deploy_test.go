@@ -75,8 +75,8 @@ func TestComponentBuilds(t *testing.T) {
 			t.Errorf("mount %s = %q, want volume %q", path, mounts[path], volume)
 		}
 	}
-	if cmd := containers[sidecar].Command; !strings.Contains(strings.Join(cmd, " "), "/var/run/argocd/argocd-cmp-server") {
-		t.Errorf("sidecar command %v does not run Argo CD's cmp-server", cmd)
+	if cmd := strings.Join(containers[sidecar].Command, " "); cmd != "argocd-image-resolver sidecar -- /var/run/argocd/argocd-cmp-server" {
+		t.Errorf("sidecar command %q does not run the daemon and Argo CD's cmp-server", cmd)
 	}
 	want, err := os.ReadFile("../plugin.yaml")
 	if err != nil {

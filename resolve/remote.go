@@ -280,6 +280,9 @@ func (k originKeychain) ResolveContext(ctx context.Context, target authn.Resourc
 // with a configured CA trust it besides the system's.
 func newBaseTransport(insecureAll bool, insecureHosts map[string]bool, caHosts map[string]*x509.CertPool) http.RoundTripper {
 	secure := http.DefaultTransport.(*http.Transport).Clone()
+	// Resolution talks to few hosts with many concurrent requests; net/http's default
+	// of 2 idle connections per host would re-dial almost every request.
+	secure.MaxIdleConnsPerHost = 32
 	if !insecureAll && len(insecureHosts) == 0 && len(caHosts) == 0 {
 		return secure
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
@@ -29,10 +31,7 @@ names resolved.`,
 			if err != nil {
 				return oneLine(err)
 			}
-			batch, err := batchFor(cmd.Context(), cmd.ErrOrStderr())
-			if err != nil {
-				return oneLine(err)
-			}
+			batch := batchFor(cmd.ErrOrStderr())
 			out, report, err := renderApp(cmd.Context(), ".", env, batch)
 			writeNotes(cmd.ErrOrStderr(), report)
 			if err != nil {
@@ -44,14 +43,30 @@ names resolved.`,
 	}
 }
 
-// batchFor returns how to resolve: directly, with a cold client. (The daemon's cached
-// view is used when it is reachable; see serve.)
-func batchFor(ctx context.Context, stderr io.Writer) (resolve.Batch, error) {
-	reg, err := newConfiguredRemote(os.Getenv(registriesConfigEnv))
-	if err != nil {
-		return nil, err
+// batchFor returns how to resolve: through the daemon's cached view when it answers
+// on its socket, else directly with a cold client, said in one line on stderr. The
+// daemon is an optimisation, never a single point of failure for rendering.
+func batchFor(stderr io.Writer) resolve.Batch {
+	return &fallbackBatch{daemon: cache.NewClient(cache.SocketFromEnv()), stderr: stderr}
+}
+
+// fallbackBatch asks the daemon and, if it cannot be reached, resolves directly.
+type fallbackBatch struct {
+	daemon *cache.Client
+	stderr io.Writer
+}
+
+func (f *fallbackBatch) ResolveBatch(ctx context.Context, app string, reqs []resolve.Request) ([]resolve.Answer, error) {
+	answers, err := f.daemon.ResolveBatch(ctx, app, reqs)
+	if err == nil || !errors.Is(err, cache.ErrUnreachable) {
+		return answers, err
 	}
-	return resolve.NewResolver(reg), nil
+	fmt.Fprintf(f.stderr, "argocd-image-resolver: daemon unreachable (%v); resolving directly, without its cache\n", err)
+	reg, rerr := newConfiguredRemote(os.Getenv(registriesConfigEnv))
+	if rerr != nil {
+		return nil, rerr
+	}
+	return resolve.NewResolver(reg).ResolveBatch(ctx, app, reqs)
 }
 
 // writeNotes tells stderr what a render resolved, skipped, served stale or warned
@@ -122,10 +137,7 @@ func newPreviewCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			batch, err := batchFor(cmd.Context(), cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
+			batch := batchFor(cmd.ErrOrStderr())
 			out, report, err := renderApp(cmd.Context(), dir, env, batch)
 			writeNotes(cmd.ErrOrStderr(), report)
 			if err != nil {

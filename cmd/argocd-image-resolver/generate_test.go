@@ -61,13 +61,23 @@ type run struct {
 	code           int
 }
 
-// generate runs `argocd-image-resolver generate` in dir with Argo CD's environment.
+// generate runs `argocd-image-resolver generate` in dir with Argo CD's environment and
+// no daemon.
 func generate(t *testing.T, dir string, env map[string]string) run {
+	t.Helper()
+	e := map[string]string{"IMAGE_RESOLVER_SOCKET": filepath.Join(t.TempDir(), "none.sock")}
+	for k, v := range env {
+		e[k] = v
+	}
+	return generateEnv(t, dir, e)
+}
+
+// generateEnv runs generate with exactly env (plus PATH, HOME and an empty DOCKER_CONFIG).
+func generateEnv(t *testing.T, dir string, env map[string]string) run {
 	t.Helper()
 	cmd := exec.Command(binary, "generate")
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "DOCKER_CONFIG=" + t.TempDir(),
-		"IMAGE_RESOLVER_SOCKET=" + filepath.Join(t.TempDir(), "none.sock")}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "DOCKER_CONFIG=" + t.TempDir()}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

@@ -63,7 +63,8 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newResolveCommand(), newGenerateCommand(), newPreviewCommand(), newParametersCommand())
+	root.AddCommand(newResolveCommand(), newGenerateCommand(), newPreviewCommand(), newParametersCommand(),
+		newServeCommand(), newSidecarCommand())
 	return root
 }
 

@@ -1,0 +1,146 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+)
+
+// ErrUnreachable is wrapped by every error of a Client that is the daemon's failure
+// rather than a resolution's: no socket, nobody listening, the connection broke, or
+// an answer that is not one. generate falls back to resolving directly on it.
+var ErrUnreachable = errors.New("image resolver daemon unreachable")
+
+// DefaultDialTimeout bounds connecting to the daemon's socket.
+const DefaultDialTimeout = time.Second
+
+// Client talks to the daemon over its unix socket. It implements resolve.Batch.
+type Client struct {
+	socket string
+	http   *http.Client
+}
+
+var _ resolve.Batch = (*Client)(nil)
+
+// ClientOption configures a Client.
+type ClientOption func(*clientOptions)
+
+type clientOptions struct{ dialTimeout time.Duration }
+
+// WithDialTimeout bounds connecting to the socket (default 1s).
+func WithDialTimeout(d time.Duration) ClientOption {
+	return func(o *clientOptions) { o.dialTimeout = d }
+}
+
+// NewClient returns a client of the daemon listening on socket.
+func NewClient(socket string, opts ...ClientOption) *Client {
+	o := clientOptions{dialTimeout: DefaultDialTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	dialer := &net.Dialer{Timeout: o.dialTimeout}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConns:    1,
+		IdleConnTimeout: 30 * time.Second,
+	}
+	return &Client{socket: socket, http: &http.Client{Transport: tr}}
+}
+
+// Socket returns the socket path the client dials.
+func (c *Client) Socket() string { return c.socket }
+
+// ResolveBatch sends one batch to the daemon and returns its answers, one per
+// request in order. Errors that are the daemon's wrap ErrUnreachable; a cancelled
+// ctx returns ctx's error.
+func (c *Client) ResolveBatch(ctx context.Context, app string, reqs []resolve.Request) ([]resolve.Answer, error) {
+	if reqs == nil {
+		reqs = []resolve.Request{}
+	}
+	body, err := json.Marshal(BatchRequest{App: app, Requests: reqs})
+	if err != nil {
+		return nil, err
+	}
+	var resp BatchResponse
+	if err := c.do(ctx, http.MethodPost, PathResolve, body, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Answers) != len(reqs) {
+		return nil, fmt.Errorf("%w: %s: %d answers to %d requests", ErrUnreachable, c.socket, len(resp.Answers), len(reqs))
+	}
+	return resp.Answers, nil
+}
+
+// Health asks the daemon whether it is up.
+func (c *Client) Health(ctx context.Context) error {
+	var v map[string]string
+	return c.do(ctx, http.MethodGet, PathHealth, nil, &v)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, "http://image-resolver"+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: %s: %v", ErrUnreachable, c.socket, unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: %s: reading the answer: %v", ErrUnreachable, c.socket, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e errorResponse
+		msg := string(bytes.TrimSpace(raw))
+		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
+			msg = e.Error
+		}
+		return fmt.Errorf("%w: %s: daemon answered %s: %s", ErrUnreachable, c.socket, resp.Status, msg)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%w: %s: malformed answer: %v", ErrUnreachable, c.socket, err)
+	}
+	return nil
+}
+
+// unwrapURLError drops net/http's "Post \"http://image-resolver/v1/resolve\":"
+// prefix, which names a URL that does not exist.
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// SocketFromEnv returns the daemon's socket as generate finds it: $IMAGE_RESOLVER_SOCKET,
+// else the default path.
+func SocketFromEnv() string {
+	if v := os.Getenv(SocketEnv); v != "" {
+		return v
+	}
+	return DefaultSocket
+}

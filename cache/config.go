@@ -1,0 +1,679 @@
+package cache
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/yaml"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+)
+
+// Daemon defaults.
+const (
+	DefaultSocket              = "/tmp/argocd-image-resolver.sock"
+	DefaultMetricsAddr         = ":8090"
+	DefaultRegistryConcurrency = 16
+	// SocketEnv names the socket for the daemon and for generate.
+	SocketEnv = "IMAGE_RESOLVER_SOCKET"
+	// ConfigEnv names the daemon's configuration file.
+	ConfigEnv = "IMAGE_RESOLVER_CONFIG"
+	// RegistriesConfigEnv names the registries configuration file (as for every
+	// other command).
+	RegistriesConfigEnv = "IMAGE_RESOLVER_REGISTRIES_CONFIG"
+	// maxSocketPath is the longest unix socket path Linux accepts (sun_path is 108
+	// bytes with the terminating NUL).
+	maxSocketPath = 107
+)
+
+// DefaultRateLimits apply when none are configured: every registry, 100 requests a
+// second on average, bursts of 200.
+var DefaultRateLimits = []RateLimit{{Registry: AnyRegistry, RPS: 100, Burst: 200}}
+
+// Config is the daemon's configuration. It is read, in increasing precedence, from
+// its defaults, an optional YAML file, environment variables and flags (see
+// Settings), and checked by Validate.
+type Config struct {
+	Socket      string // unix socket of the resolution API
+	MetricsAddr string // HOST:PORT of /metrics, /healthz, /readyz; "" turns it off
+
+	TagTTL       time.Duration // how long a tag list is fresh
+	HeadTTL      time.Duration // how long a tag->digest answer is fresh
+	StaleIfError time.Duration // how long past its TTL an entry may serve when the registry fails
+	RefreshAhead float64       // last fraction of a TTL in which a read refreshes in the background
+
+	ManifestCacheSize int64 // bytes of manifests kept by digest
+	BlobCacheSize     int64 // bytes of image configs kept by digest
+
+	RateLimits          []RateLimit // per registry host, "*" for the rest
+	RegistryConcurrency int         // requests in flight per registry (0: no bound)
+	FetchTimeout        time.Duration
+
+	// Registries is the per-registry client configuration (endpoint, insecure, page
+	// size), the top-level registries: of the file or the registries config file.
+	Registries []resolve.RegistryConfig
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Socket:              DefaultSocket,
+		MetricsAddr:         DefaultMetricsAddr,
+		TagTTL:              DefaultTagTTL,
+		HeadTTL:             DefaultHeadTTL,
+		StaleIfError:        DefaultStaleIfError,
+		RefreshAhead:        DefaultRefreshAhead,
+		ManifestCacheSize:   DefaultManifestCacheSize,
+		BlobCacheSize:       DefaultBlobCacheSize,
+		RateLimits:          slices.Clone(DefaultRateLimits),
+		RegistryConcurrency: DefaultRegistryConcurrency,
+		FetchTimeout:        DefaultFetchTimeout,
+	}
+}
+
+// Setting is one configuration value and its three spellings.
+type Setting struct {
+	Key   string // YAML key
+	Env   string // environment variable
+	Flag  string // command-line flag, without dashes
+	Usage string
+	// List settings (rateLimits) take comma-separated items in the environment and a
+	// repeatable flag.
+	List bool
+
+	set func(c *Config, v string) error
+	get func(c *Config) string
+}
+
+const (
+	durationAccepted = "a Go duration such as 90s, 2m or 1h30m"
+	sizeAccepted     = "bytes, as an integer or with a unit: 512KiB, 64MiB, 1GiB (also KB, MB, GB; Ki, Mi, Gi)"
+	rateAccepted     = `PREFIX=RPS[:BURST], PREFIX a registry host[:port] with an optional /path, e.g. docker.io=2:10, ghcr.io/org=5 or *=100:200 ("*": each registry no entry names)`
+)
+
+func durationSetting(key, env, flag, usage string, field func(*Config) *time.Duration, min time.Duration) Setting {
+	return Setting{Key: key, Env: env, Flag: flag, Usage: usage,
+		set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(strings.TrimSpace(v))
+			if err != nil {
+				return &resolve.InputError{Value: v, Accepted: durationAccepted}
+			}
+			if d < min {
+				acc := durationAccepted + ", at least " + min.String()
+				if min == 0 {
+					acc = durationAccepted + ", not negative"
+				}
+				return &resolve.InputError{Value: v, Accepted: acc}
+			}
+			*field(c) = d
+			return nil
+		},
+		get: func(c *Config) string { return formatDuration(*field(c)) },
+	}
+}
+
+func sizeSetting(key, env, flag, usage string, field func(*Config) *int64) Setting {
+	return Setting{Key: key, Env: env, Flag: flag, Usage: usage,
+		set: func(c *Config, v string) error {
+			n, err := ParseSize(v)
+			if err != nil {
+				return err
+			}
+			if n < 1<<20 {
+				return &resolve.InputError{Value: v, Accepted: sizeAccepted + ", at least 1MiB"}
+			}
+			*field(c) = n
+			return nil
+		},
+		get: func(c *Config) string { return FormatSize(*field(c)) },
+	}
+}
+
+// formatDuration writes 2m rather than 2m0s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// ExampleFile is a configuration file with every key at its default, and examples
+// of rate limits and registries.
+const ExampleFile = `socket: /tmp/argocd-image-resolver.sock
+metricsAddr: ":8090"
+tagTTL: 2m
+headTTL: 1h
+staleIfError: 24h
+refreshAhead: 20%
+manifestCacheSize: 32MiB
+blobCacheSize: 32MiB
+registryConcurrency: 16
+fetchTimeout: 2m
+rateLimits:            # each entry sets its registry's limit; "*" the others' (default 100:200)
+  - {registry: docker.io, rps: 2, burst: 10}
+  - {registry: "*", rps: 100, burst: 200}
+registries:            # as in the registries config file
+  - {prefix: ghcr.io/org, api: mirror.internal:5000}
+`
+
+// Settings lists every configuration value with its YAML key, environment variable
+// and flag. The YAML file also takes registries: (see resolve.ParseRegistries).
+func Settings() []Setting {
+	return []Setting{
+		{Key: "socket", Env: SocketEnv, Flag: "socket", Usage: "unix socket of the resolution API",
+			set: func(c *Config, v string) error {
+				switch {
+				case strings.TrimSpace(v) == "":
+					return &resolve.InputError{Value: v, Accepted: "a socket path"}
+				case len(v) > maxSocketPath:
+					return &resolve.InputError{Value: v, Accepted: fmt.Sprintf("a socket path of at most %d bytes", maxSocketPath)}
+				}
+				c.Socket = v
+				return nil
+			},
+			get: func(c *Config) string { return c.Socket }},
+		{Key: "metricsAddr", Env: "IMAGE_RESOLVER_METRICS_ADDR", Flag: "metrics-addr", Usage: `HOST:PORT of /metrics, /healthz and /readyz ("" turns it off)`,
+			set: func(c *Config, v string) error {
+				if v != "" {
+					_, port, err := net.SplitHostPort(v)
+					if p, perr := strconv.Atoi(port); err != nil || perr != nil || p < 0 || p > 65535 {
+						return &resolve.InputError{Value: v, Accepted: `HOST:PORT or :PORT, e.g. :8090, or "" for none`}
+					}
+				}
+				c.MetricsAddr = v
+				return nil
+			},
+			get: func(c *Config) string { return c.MetricsAddr }},
+		durationSetting("tagTTL", "IMAGE_RESOLVER_TAG_TTL", "tag-ttl", "how long a repository's tag list is fresh",
+			func(c *Config) *time.Duration { return &c.TagTTL }, time.Second),
+		durationSetting("headTTL", "IMAGE_RESOLVER_HEAD_TTL", "head-ttl", "how long a tag's digest is fresh (then one HEAD checks it)",
+			func(c *Config) *time.Duration { return &c.HeadTTL }, time.Second),
+		durationSetting("staleIfError", "IMAGE_RESOLVER_STALE_IF_ERROR", "stale-if-error", "how long past its TTL an answer is served when the registry fails (0: never)",
+			func(c *Config) *time.Duration { return &c.StaleIfError }, 0),
+		{Key: "refreshAhead", Env: "IMAGE_RESOLVER_REFRESH_AHEAD", Flag: "refresh-ahead", Usage: "last part of a TTL in which a read refreshes the entry in the background (0: off)",
+			set: func(c *Config, v string) error {
+				s := strings.TrimSpace(v)
+				pct := strings.HasSuffix(s, "%")
+				f, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+				if pct {
+					f /= 100
+				}
+				if err != nil || math.IsNaN(f) || f < 0 || f >= 1 {
+					return &resolve.InputError{Value: v, Accepted: "a fraction of the TTL from 0 (off) to below 1, e.g. 0.2 or 20%"}
+				}
+				c.RefreshAhead = f
+				return nil
+			},
+			get: func(c *Config) string { return strconv.FormatFloat(c.RefreshAhead, 'f', -1, 64) }},
+		sizeSetting("manifestCacheSize", "IMAGE_RESOLVER_MANIFEST_CACHE_SIZE", "manifest-cache-size", "bytes of manifests kept by digest",
+			func(c *Config) *int64 { return &c.ManifestCacheSize }),
+		sizeSetting("blobCacheSize", "IMAGE_RESOLVER_BLOB_CACHE_SIZE", "blob-cache-size", "bytes of image configs kept by digest",
+			func(c *Config) *int64 { return &c.BlobCacheSize }),
+		{Key: "rateLimits", Env: "IMAGE_RESOLVER_RATE_LIMITS", Flag: "rate-limit", List: true,
+			Usage: "per-registry token bucket, " + rateAccepted + "; repeatable; each sets its registry's limit over the file's and env's",
+			set: func(c *Config, v string) error {
+				rl, err := ParseRateLimit(v)
+				if err != nil {
+					return err
+				}
+				c.RateLimits = mergeRateLimits(c.RateLimits, rl)
+				return nil
+			},
+			get: func(c *Config) string {
+				var s []string
+				for _, rl := range c.RateLimits {
+					s = append(s, rl.String())
+				}
+				return strings.Join(s, ",")
+			}},
+		{Key: "registryConcurrency", Env: "IMAGE_RESOLVER_REGISTRY_CONCURRENCY", Flag: "registry-concurrency", Usage: "requests in flight per registry (0: no bound)",
+			set: func(c *Config, v string) error {
+				n, err := strconv.Atoi(strings.TrimSpace(v))
+				if err != nil || n < 0 {
+					return &resolve.InputError{Value: v, Accepted: "a whole number, 0 for no bound"}
+				}
+				c.RegistryConcurrency = n
+				return nil
+			},
+			get: func(c *Config) string { return strconv.Itoa(c.RegistryConcurrency) }},
+		durationSetting("fetchTimeout", "IMAGE_RESOLVER_FETCH_TIMEOUT", "fetch-timeout", "bound on one registry fetch, retries included",
+			func(c *Config) *time.Duration { return &c.FetchTimeout }, time.Second),
+	}
+}
+
+func settingByKey(key string) (Setting, bool) {
+	for _, s := range Settings() {
+		if s.Key == key {
+			return s, true
+		}
+	}
+	return Setting{}, false
+}
+
+// Set sets the value of a setting by its YAML key; field names the source in errors
+// (a flag, an environment variable, file: key).
+func (c *Config) Set(key, value, field string) error {
+	s, ok := settingByKey(key)
+	if !ok {
+		return fmt.Errorf("unknown setting %q", key)
+	}
+	if err := s.set(c, value); err != nil {
+		return resolve.WithField(err, field)
+	}
+	return nil
+}
+
+// Get returns the value of a setting by its YAML key, as it would be written.
+func (c *Config) Get(key string) string {
+	if s, ok := settingByKey(key); ok {
+		return s.get(c)
+	}
+	return ""
+}
+
+// ParseRateLimit parses HOST=RPS[:BURST]. BURST defaults to RPS rounded up.
+func ParseRateLimit(v string) (RateLimit, error) {
+	bad := func(err error) (RateLimit, error) {
+		return RateLimit{}, &resolve.InputError{Value: v, Accepted: rateAccepted, Err: err}
+	}
+	host, spec, ok := strings.Cut(strings.TrimSpace(v), "=")
+	if !ok {
+		return bad(nil)
+	}
+	rpsS, burstS, hasBurst := strings.Cut(spec, ":")
+	rps, err := strconv.ParseFloat(strings.TrimSpace(rpsS), 64)
+	if err != nil || math.IsNaN(rps) || math.IsInf(rps, 0) || rps <= 0 {
+		return bad(errors.New("RPS must be a number above 0"))
+	}
+	rl := RateLimit{Registry: strings.TrimSpace(host), RPS: rps, Burst: int(math.Ceil(rps))}
+	if hasBurst {
+		if rl.Burst, err = strconv.Atoi(strings.TrimSpace(burstS)); err != nil || rl.Burst < 1 {
+			return bad(errors.New("BURST must be a whole number of at least 1"))
+		}
+	}
+	if err := checkRateLimit(&rl); err != nil {
+		return bad(err)
+	}
+	return rl, nil
+}
+
+// checkRateLimit checks and normalises the registry of a rate limit.
+func checkRateLimit(rl *RateLimit) error {
+	if rl.Registry == AnyRegistry {
+		return nil
+	}
+	p, err := normalisePrefix(rl.Registry)
+	if err != nil {
+		return fmt.Errorf("registry %q: %w", rl.Registry, err)
+	}
+	rl.Registry = p
+	return nil
+}
+
+// normalisePrefix checks host[:port][/path] and folds Docker Hub's aliases into
+// docker.io, as resolve does for registry prefixes.
+func normalisePrefix(p string) (string, error) {
+	p = strings.TrimSuffix(strings.TrimSpace(p), "/")
+	host, path, hasPath := strings.Cut(p, "/")
+	if _, err := name.NewRegistry(host, name.StrictValidation); err != nil || host == "" {
+		return "", errors.New("not a registry host[:port], optionally followed by /path")
+	}
+	if hasPath {
+		if _, err := name.NewRepository("registry.test/"+path, name.StrictValidation); err != nil {
+			return "", errors.New("not a registry host[:port], optionally followed by /path")
+		}
+	}
+	host = normaliseHost(host)
+	if path != "" {
+		return host + "/" + path, nil
+	}
+	return host, nil
+}
+
+// EffectiveRateLimits are the daemon's buckets: RateLimits, plus the rateLimit of
+// every registries entry whose prefix RateLimits does not name (rps with a burst of
+// rps rounded up).
+func (c *Config) EffectiveRateLimits() []RateLimit {
+	out := slices.Clone(c.RateLimits)
+	for _, rc := range c.Registries {
+		if rc.RateLimit <= 0 {
+			continue
+		}
+		rl := RateLimit{Registry: rc.Prefix, RPS: rc.RateLimit, Burst: max(1, int(math.Ceil(rc.RateLimit)))}
+		if checkRateLimit(&rl) != nil || slices.ContainsFunc(out, func(x RateLimit) bool { return x.Registry == rl.Registry }) {
+			continue
+		}
+		out = append(out, rl)
+	}
+	return out
+}
+
+// mergeRateLimits sets rl's registry's limit in list.
+func mergeRateLimits(list []RateLimit, rl RateLimit) []RateLimit {
+	out := slices.Clone(list)
+	if i := slices.IndexFunc(out, func(x RateLimit) bool { return x.Registry == rl.Registry }); i >= 0 {
+		out[i] = rl
+		return out
+	}
+	return append(out, rl)
+}
+
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+	{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
+	{"B", 1},
+}
+
+// ParseSize parses a byte size: 33554432, 32MiB, 512KiB, 1GiB, 100MB, 64Mi.
+func ParseSize(v string) (int64, error) {
+	s := strings.TrimSpace(v)
+	mult := int64(1)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || f < 0 || f*float64(mult) > math.MaxInt64/2 {
+		return 0, &resolve.InputError{Value: v, Accepted: sizeAccepted}
+	}
+	return int64(f * float64(mult)), nil
+}
+
+// FormatSize writes a byte size as ParseSize reads it.
+func FormatSize(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// fileKeys are the keys a configuration file accepts.
+func fileKeys() []string {
+	var keys []string
+	for _, s := range Settings() {
+		keys = append(keys, s.Key)
+	}
+	return append(keys, "registries")
+}
+
+// LoadFile applies a YAML configuration file. Unknown keys are errors; bad values
+// name the file, the key, the value and the accepted form.
+func (c *Config) LoadFile(path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return c.ParseFile(path, raw)
+}
+
+// ParseFile applies YAML configuration; source names it in errors.
+func (c *Config) ParseFile(source string, raw []byte) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil
+	}
+	js, err := yaml.YAMLToJSONStrict(raw)
+	if err != nil {
+		if bytes.Contains(raw, []byte("*")) && strings.Contains(err.Error(), "did not find expected") {
+			return fmt.Errorf(`config %s: %w (a "*" must be quoted in YAML: registry: "*")`, source, err)
+		}
+		return fmt.Errorf("config %s: %w", source, err)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(js, &doc); err != nil {
+		return fmt.Errorf("config %s: want a mapping of settings at the top level (keys: %s)", source, strings.Join(fileKeys(), ", "))
+	}
+	keys := make([]string, 0, len(doc))
+	for k := range doc {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !slices.Contains(fileKeys(), k) {
+			return fmt.Errorf("config %s: unknown key %q (accepted: %s)", source, k, strings.Join(fileKeys(), ", "))
+		}
+	}
+	for _, k := range keys {
+		v := doc[k]
+		field := source + ": " + k
+		switch k {
+		case "registries":
+			regs, err := resolve.ParseRegistries(source, append(append([]byte(`{"registries":`), v...), '}'))
+			if err != nil {
+				return err
+			}
+			c.Registries = regs
+		case "rateLimits":
+			if err := c.parseRateLimits(field, v); err != nil {
+				return err
+			}
+		default:
+			s, err := scalar(v)
+			if err != nil {
+				return &resolve.InputError{Field: field, Value: string(v), Accepted: "a single value", Err: err}
+			}
+			if err := c.Set(k, s, field); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// scalar returns a JSON string or number as text.
+func scalar(v json.RawMessage) (string, error) {
+	var s string
+	if err := json.Unmarshal(v, &s); err == nil {
+		return s, nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(v, &n); err == nil {
+		return n.String(), nil
+	}
+	return "", errors.New("not a string or number")
+}
+
+func (c *Config) parseRateLimits(field string, v json.RawMessage) error {
+	var items []json.RawMessage
+	if err := json.Unmarshal(v, &items); err != nil {
+		return &resolve.InputError{Field: field, Value: string(v), Accepted: `a list of {registry, rps, burst}, e.g. [{registry: docker.io, rps: 2, burst: 10}, {registry: "*", rps: 100}]`}
+	}
+	var out []RateLimit
+	for i, it := range items {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		dec := json.NewDecoder(bytes.NewReader(it))
+		dec.DisallowUnknownFields()
+		var rl RateLimit
+		if err := dec.Decode(&rl); err != nil {
+			return &resolve.InputError{Field: f, Value: string(it), Accepted: `{registry: HOST[/PATH] or "*", rps: NUMBER > 0, burst: WHOLE NUMBER >= 1 (default: rps rounded up)}`, Err: err}
+		}
+		if rl.RPS <= 0 || math.IsNaN(rl.RPS) {
+			return &resolve.InputError{Field: f + ".rps", Value: strconv.FormatFloat(rl.RPS, 'f', -1, 64), Accepted: "a number of requests per second above 0"}
+		}
+		if rl.Burst == 0 {
+			rl.Burst = int(math.Ceil(rl.RPS))
+		}
+		if rl.Burst < 1 {
+			return &resolve.InputError{Field: f + ".burst", Value: strconv.Itoa(rl.Burst), Accepted: "a whole number of at least 1"}
+		}
+		if err := checkRateLimit(&rl); err != nil {
+			return &resolve.InputError{Field: f + ".registry", Value: rl.Registry, Accepted: `a registry host[:port] with an optional /path, or "*" (quoted in YAML)`, Err: err}
+		}
+		if slices.ContainsFunc(out, func(x RateLimit) bool { return x.Registry == rl.Registry }) {
+			return &resolve.InputError{Field: f + ".registry", Value: rl.Registry, Accepted: "each registry once"}
+		}
+		out = append(out, rl)
+	}
+	for _, rl := range out {
+		c.RateLimits = mergeRateLimits(c.RateLimits, rl)
+	}
+	return nil
+}
+
+// ApplyEnv applies the environment variables of Settings that are set and not
+// empty.
+func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
+	for _, s := range Settings() {
+		v, ok := lookup(s.Env)
+		if !ok || v == "" {
+			continue
+		}
+		if !s.List {
+			if err := c.Set(s.Key, v, s.Env); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, item := range strings.Split(v, ",") {
+			if strings.TrimSpace(item) == "" {
+				continue
+			}
+			if err := c.Set(s.Key, item, s.Env); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Validate checks the whole configuration (values set through Set are checked as
+// they are set; this catches a Config built in code and cross-field mistakes).
+func (c *Config) Validate() error {
+	for _, s := range Settings() {
+		if s.List {
+			continue
+		}
+		if err := s.set(&Config{}, s.get(c)); err != nil {
+			return resolve.WithField(err, s.Key)
+		}
+	}
+	seen := map[string]bool{}
+	for i, rl := range c.RateLimits {
+		f := fmt.Sprintf("rateLimits[%d]", i)
+		cp := rl
+		if err := checkRateLimit(&cp); err != nil {
+			return &resolve.InputError{Field: f + ".registry", Value: rl.Registry, Accepted: `a registry host[:port] with an optional /path, or "*"`, Err: err}
+		}
+		if rl.RPS <= 0 || rl.Burst < 1 {
+			return &resolve.InputError{Field: f, Value: rl.String(), Accepted: rateAccepted}
+		}
+		if seen[cp.Registry] {
+			return &resolve.InputError{Field: f + ".registry", Value: rl.Registry, Accepted: "each registry once"}
+		}
+		seen[cp.Registry] = true
+	}
+	return nil
+}
+
+// ---- flags ----
+
+// Flags binds the daemon's flags (every Setting, plus --config and
+// --registries-config) to a flag set, for serve and sidecar.
+type Flags struct {
+	fs         *pflag.FlagSet
+	values     map[string]*string
+	lists      map[string]*[]string
+	config     *string
+	registries *string
+}
+
+// AddFlags adds the daemon's flags to fs.
+func AddFlags(fs *pflag.FlagSet) *Flags {
+	f := &Flags{fs: fs, values: map[string]*string{}, lists: map[string]*[]string{}}
+	def := DefaultConfig()
+	for _, s := range Settings() {
+		usage := fmt.Sprintf("%s (env %s)", s.Usage, s.Env)
+		if s.List {
+			f.lists[s.Key] = fs.StringArray(s.Flag, nil, usage+" (default "+s.get(&def)+")")
+			continue
+		}
+		f.values[s.Key] = fs.String(s.Flag, s.get(&def), usage)
+	}
+	f.config = fs.String("config", "", "YAML configuration file (env "+ConfigEnv+"); flags and env override it")
+	f.registries = fs.String("registries-config", "", "registries configuration file (env "+RegistriesConfigEnv+"), instead of registries: in --config")
+	return f
+}
+
+// Load builds the configuration: defaults, then the file (--config, else
+// $IMAGE_RESOLVER_CONFIG), then the environment, then the flags given on the command
+// line; then it validates it.
+func (f *Flags) Load(lookup func(string) (string, bool)) (Config, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	c := DefaultConfig()
+	file := *f.config
+	if !f.fs.Changed("config") {
+		file, _ = lookup(ConfigEnv)
+	}
+	if file != "" {
+		if err := c.LoadFile(file); err != nil {
+			return Config{}, err
+		}
+	}
+	regFile, regField := *f.registries, "--registries-config"
+	if !f.fs.Changed("registries-config") {
+		regFile, _ = lookup(RegistriesConfigEnv)
+		regField = RegistriesConfigEnv
+	}
+	if regFile != "" {
+		if len(c.Registries) > 0 {
+			return Config{}, &resolve.InputError{Field: regField, Value: regFile,
+				Accepted: fmt.Sprintf("registries in one place: %s already has registries:", file)}
+		}
+		regs, err := resolve.LoadRegistries(regFile)
+		if err != nil {
+			return Config{}, err
+		}
+		c.Registries = regs
+	}
+	if err := c.ApplyEnv(lookup); err != nil {
+		return Config{}, err
+	}
+	for _, s := range Settings() {
+		if !f.fs.Changed(s.Flag) {
+			continue
+		}
+		vals := []string{}
+		if s.List {
+			vals = *f.lists[s.Key]
+		} else {
+			vals = append(vals, *f.values[s.Key])
+		}
+		for _, v := range vals {
+			if err := c.Set(s.Key, v, "--"+s.Flag); err != nil {
+				return Config{}, err
+			}
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}

@@ -1,0 +1,196 @@
+package cache
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func load(t *testing.T, args []string, env map[string]string) (Config, error) {
+	t.Helper()
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	f := AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return f.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c, err := load(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Socket != DefaultSocket || c.MetricsAddr != ":8090" || c.TagTTL != 2*time.Minute || c.HeadTTL != time.Hour ||
+		c.StaleIfError != 24*time.Hour || c.ManifestCacheSize != 32<<20 || len(c.RateLimits) != 1 {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	file := writeFile(t, "c.yaml", `
+socket: /run/file.sock
+tagTTL: 5m
+headTTL: 2h
+staleIfError: 1h
+refreshAhead: 10%
+manifestCacheSize: 64MiB
+blobCacheSize: 16777216
+registryConcurrency: 4
+fetchTimeout: 30s
+rateLimits:
+  - registry: docker.io
+    rps: 2
+    burst: 10
+  - registry: "*"
+    rps: 50
+registries:
+  - prefix: ghcr.io/org
+    api: mirror.internal:5000
+`)
+	env := map[string]string{ConfigEnv: file, SocketEnv: "/run/env.sock", "IMAGE_RESOLVER_TAG_TTL": "3m",
+		"IMAGE_RESOLVER_RATE_LIMITS": "ghcr.io=5:5,index.docker.io=3"}
+	c, err := load(t, []string{"--tag-ttl", "4m", "--rate-limit", "ghcr.io=7", "--metrics-addr", "127.0.0.1:9100"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Socket != "/run/env.sock" || c.TagTTL != 4*time.Minute || c.HeadTTL != 2*time.Hour || c.StaleIfError != time.Hour ||
+		c.RefreshAhead != 0.1 || c.ManifestCacheSize != 64<<20 || c.BlobCacheSize != 16<<20 || c.RegistryConcurrency != 4 ||
+		c.FetchTimeout != 30*time.Second || c.MetricsAddr != "127.0.0.1:9100" {
+		t.Fatalf("config: %+v", c)
+	}
+	if got := c.Get("rateLimits"); got != "*=50:50,docker.io=3:3,ghcr.io=7:7" {
+		t.Errorf("rate limits %s: file, then env per registry (docker.io aliases folded), then flags", got)
+	}
+	if len(c.Registries) != 1 || c.Registries[0].API != "mirror.internal:5000" {
+		t.Errorf("registries: %+v", c.Registries)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		args []string
+		env  map[string]string
+		want []string // all in the message
+	}{
+		{"unknown key", "tagTtl: 2m\n", nil, nil, []string{`unknown key "tagTtl"`, "tagTTL", "headTTL"}},
+		{"bad duration in file", "headTTL: 1 hour\n", nil, nil, []string{"headTTL", `"1 hour"`, "Go duration"}},
+		{"number without unit", "tagTTL: 120\n", nil, nil, []string{"tagTTL", `"120"`, "Go duration"}},
+		{"bad size", "blobCacheSize: 32 megs\n", nil, nil, []string{"blobCacheSize", `"32 megs"`, "MiB"}},
+		{"size too small", "blobCacheSize: 1KiB\n", nil, nil, []string{"blobCacheSize", "at least 1MiB"}},
+		{"bad refresh", "refreshAhead: 1.5\n", nil, nil, []string{"refreshAhead", "1.5", "fraction"}},
+		{"rate limit typo", "rateLimits: [{registry: docker.io, rsp: 2}]\n", nil, nil, []string{"rateLimits[0]", "rsp"}},
+		{"rate limit prefix", "rateLimits: [{registry: ghcr.io/Org, rps: 2}]\n", nil, nil, []string{"rateLimits[0].registry", "ghcr.io/Org", "optional /path"}},
+		{"rate limit zero", "rateLimits: [{registry: ghcr.io, rps: 0}]\n", nil, nil, []string{"rateLimits[0].rps", "above 0"}},
+		{"registries", "registries: [{prefix: 'ghcr.io', pageSize: -1}]\n", nil, nil, []string{"registries[0].pageSize"}},
+		{"not a mapping", "- a\n- b\n", nil, nil, []string{"mapping"}},
+		{"env duration", "", nil, map[string]string{"IMAGE_RESOLVER_STALE_IF_ERROR": "-1h"}, []string{"IMAGE_RESOLVER_STALE_IF_ERROR", "-1h", "not negative"}},
+		{"env rate", "", nil, map[string]string{"IMAGE_RESOLVER_RATE_LIMITS": "docker.io"}, []string{"IMAGE_RESOLVER_RATE_LIMITS", "PREFIX=RPS"}},
+		{"flag size", "", []string{"--manifest-cache-size", "lots"}, nil, []string{"--manifest-cache-size", `"lots"`, "MiB"}},
+		{"flag metrics", "", []string{"--metrics-addr", "localhost"}, nil, []string{"--metrics-addr", "HOST:PORT"}},
+		{"long socket", "", []string{"--socket", "/" + strings.Repeat("s", 120)}, nil, []string{"--socket", "at most 107 bytes"}},
+		{"two registries sources", "registries: [{prefix: ghcr.io}]\n", nil, map[string]string{RegistriesConfigEnv: "/x.yaml"}, []string{RegistriesConfigEnv, "one place"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			if tt.file != "" {
+				env[ConfigEnv] = writeFile(t, "config.yaml", tt.file)
+			}
+			_, err := load(t, tt.args, env)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"1048576": 1 << 20, "32MiB": 32 << 20, "1.5GiB": 3 << 29, "100MB": 100e6, "64Mi": 64 << 20, "512 KiB": 512 << 10} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("%s: %d %v, want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "MiB", "1TB", "NaN"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("%q accepted", in)
+		}
+	}
+}
+
+func TestValidateCatchesConfigBuiltInCode(t *testing.T) {
+	c := DefaultConfig()
+	c.HeadTTL = 0
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "headTTL") {
+		t.Errorf("zero head TTL: %v", err)
+	}
+	c = DefaultConfig()
+	c.RateLimits = append(c.RateLimits, RateLimit{Registry: "*", RPS: 1, Burst: 1})
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "each registry once") {
+		t.Errorf("duplicate rate limit: %v", err)
+	}
+}
+
+func TestExampleFileParses(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.ParseFile("example", []byte(ExampleFile)); err != nil {
+		t.Fatal(err)
+	}
+	d := DefaultConfig()
+	for _, s := range Settings() {
+		if s.Key != "rateLimits" && c.Get(s.Key) != d.Get(s.Key) {
+			t.Errorf("%s: example %s, default %s", s.Key, c.Get(s.Key), d.Get(s.Key))
+		}
+	}
+	if got := c.Get("rateLimits"); got != "*=100:200,docker.io=2:10" {
+		t.Errorf("rate limits %s", got)
+	}
+	if len(c.Registries) != 1 || c.Validate() != nil {
+		t.Errorf("registries %v, validate %v", c.Registries, c.Validate())
+	}
+}
+
+func TestEffectiveRateLimits(t *testing.T) {
+	c := DefaultConfig()
+	err := c.ParseFile("c.yaml", []byte(`
+rateLimits: [{registry: ghcr.io, rps: 9}]
+registries:
+  - {prefix: ghcr.io, rateLimit: 1}
+  - {prefix: ghcr.io/org, rateLimit: 0.5}
+  - {prefix: index.docker.io, rateLimit: 2}
+  - {prefix: quay.io}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, rl := range c.EffectiveRateLimits() {
+		got = append(got, rl.String())
+	}
+	if want := "*=100:200 ghcr.io=9:9 ghcr.io/org=0.5:1 docker.io=2:2"; strings.Join(got, " ") != want {
+		t.Errorf("effective limits %q, want %q (rateLimits win over a registries entry's rateLimit)", strings.Join(got, " "), want)
+	}
+}

@@ -1,0 +1,250 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+)
+
+// shutdownTimeout bounds the wait for requests in flight when the daemon stops.
+const shutdownTimeout = 10 * time.Second
+
+// Daemon is the long-lived half of the sidecar: the cached registry view, the
+// socket API that generate calls, and /metrics, /healthz, /readyz on TCP.
+type Daemon struct {
+	cfg      Config
+	log      *slog.Logger
+	Metrics  *Metrics
+	Limiter  *Limiter
+	Remote   *resolve.Remote
+	Registry *Registry
+	Resolver *resolve.Resolver
+	Server   *Server
+
+	mu        sync.Mutex
+	socketLn  net.Listener
+	metricsLn net.Listener
+	ready     atomic.Bool
+	readyCh   chan struct{}
+}
+
+// DaemonOption configures a Daemon beyond its Config.
+type DaemonOption func(*daemonOptions)
+
+type daemonOptions struct {
+	log         *slog.Logger
+	remoteOpts  []resolve.RemoteOption
+	cacheOpts   []Option
+	metrics     *Metrics
+	resolverOpt []resolve.ResolverOption
+}
+
+// WithLogger sets the daemon's logger (default: slog.Default()).
+func WithLogger(l *slog.Logger) DaemonOption { return func(o *daemonOptions) { o.log = l } }
+
+// WithRemoteOptions adds options of the registry client (keychain, retry policy).
+func WithRemoteOptions(opts ...resolve.RemoteOption) DaemonOption {
+	return func(o *daemonOptions) { o.remoteOpts = append(o.remoteOpts, opts...) }
+}
+
+// WithCacheOptions adds options of the cache, after those the Config gives.
+func WithCacheOptions(opts ...Option) DaemonOption {
+	return func(o *daemonOptions) { o.cacheOpts = append(o.cacheOpts, opts...) }
+}
+
+// WithResolverOptions adds options of the resolver (concurrency).
+func WithResolverOptions(opts ...resolve.ResolverOption) DaemonOption {
+	return func(o *daemonOptions) { o.resolverOpt = append(o.resolverOpt, opts...) }
+}
+
+// WithDaemonMetrics records into m instead of a new Metrics.
+func WithDaemonMetrics(m *Metrics) DaemonOption { return func(o *daemonOptions) { o.metrics = m } }
+
+// NewDaemon validates cfg and builds the daemon; it does not listen yet.
+func NewDaemon(cfg Config, opts ...DaemonOption) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	o := daemonOptions{log: slog.Default()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.metrics == nil {
+		o.metrics = NewMetrics()
+	}
+	d := &Daemon{cfg: cfg, log: o.log, Metrics: o.metrics, readyCh: make(chan struct{})}
+	d.Limiter = NewLimiter(cfg.EffectiveRateLimits(), cfg.RegistryConcurrency, d.Metrics)
+	remoteOpts := append([]resolve.RemoteOption{
+		resolve.WithRegistries(cfg.Registries),
+		resolve.WithTransportWrapper(d.Limiter.Wrap),
+		resolve.WithoutMemo(),
+	}, o.remoteOpts...)
+	remote, err := resolve.NewRemote(remoteOpts...)
+	if err != nil {
+		return nil, err
+	}
+	d.Remote = remote
+	cacheOpts := append([]Option{
+		WithTagTTL(cfg.TagTTL),
+		WithHeadTTL(cfg.HeadTTL),
+		WithStaleIfError(cfg.StaleIfError),
+		WithRefreshAhead(cfg.RefreshAhead),
+		WithCacheSizes(cfg.ManifestCacheSize, cfg.BlobCacheSize),
+		WithFetchTimeout(cfg.FetchTimeout),
+		WithMetrics(d.Metrics),
+	}, o.cacheOpts...)
+	d.Registry = NewRegistry(remote, cacheOpts...)
+	d.Resolver = resolve.NewResolver(d.Registry, o.resolverOpt...)
+	d.Server = NewServer(d.Resolver, d.Metrics, d.log)
+	return d, nil
+}
+
+// Config returns the daemon's configuration.
+func (d *Daemon) Config() Config { return d.cfg }
+
+// Listen binds the socket and the metrics address, so that a caller learns of a
+// taken address before anything else starts. Run calls it when needed.
+func (d *Daemon) Listen() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.socketLn != nil {
+		return nil
+	}
+	if err := prepareSocket(d.cfg.Socket); err != nil {
+		return err
+	}
+	ln, err := net.Listen("unix", d.cfg.Socket)
+	if err != nil {
+		return fmt.Errorf("socket %s: %w", d.cfg.Socket, err)
+	}
+	if d.cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", d.cfg.MetricsAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("metrics address %s: %w", d.cfg.MetricsAddr, err)
+		}
+		d.metricsLn = mln
+	}
+	d.socketLn = ln
+	return nil
+}
+
+// MetricsAddr returns the address /metrics is served on once listening ("" when
+// off or not yet listening).
+func (d *Daemon) MetricsAddr() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.metricsLn == nil {
+		return ""
+	}
+	return d.metricsLn.Addr().String()
+}
+
+// Ready is closed once the daemon serves.
+func (d *Daemon) Ready() <-chan struct{} { return d.readyCh }
+
+// MetricsHandler serves /metrics, /healthz and /readyz.
+func (d *Daemon) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", d.Metrics.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !d.ready.Load() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	return mux
+}
+
+// Run serves until ctx ends, then stops gracefully: not ready, requests in flight
+// finished (for up to 10s), the socket removed, background refreshes stopped. It
+// returns nil after a stop by ctx, or the error that stopped a server.
+func (d *Daemon) Run(ctx context.Context) error {
+	if err := d.Listen(); err != nil {
+		d.Registry.Close()
+		return err
+	}
+	servers := []*http.Server{{Handler: d.Server.Handler(), ReadHeaderTimeout: 10 * time.Second}}
+	listeners := []net.Listener{d.socketLn}
+	if d.metricsLn != nil {
+		servers = append(servers, &http.Server{Handler: d.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second})
+		listeners = append(listeners, d.metricsLn)
+	}
+	errc := make(chan error, len(servers))
+	for i, srv := range servers {
+		go func() { errc <- srv.Serve(listeners[i]) }()
+	}
+	d.ready.Store(true)
+	close(d.readyCh)
+	d.log.Info("daemon serving", "socket", d.cfg.Socket, "metrics", d.MetricsAddr(),
+		"tagTTL", d.cfg.TagTTL, "headTTL", d.cfg.HeadTTL, "staleIfError", d.cfg.StaleIfError,
+		"refreshAhead", d.cfg.RefreshAhead, "manifestCacheSize", FormatSize(d.cfg.ManifestCacheSize),
+		"blobCacheSize", FormatSize(d.cfg.BlobCacheSize), "rateLimits", rateLimitsString(d.cfg.EffectiveRateLimits()),
+		"registryConcurrency", d.cfg.RegistryConcurrency, "registries", len(d.cfg.Registries))
+
+	var err error
+	select {
+	case <-ctx.Done():
+		d.log.Info("daemon stopping", "reason", context.Cause(ctx))
+	case err = <-errc:
+		err = fmt.Errorf("daemon: server stopped: %w", err)
+		d.log.Error("daemon failed", "err", err)
+	}
+	d.ready.Store(false)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	for _, srv := range servers {
+		if serr := srv.Shutdown(sctx); serr != nil && err == nil && !errors.Is(serr, context.DeadlineExceeded) {
+			err = serr
+		}
+	}
+	d.Registry.Close()
+	d.log.Info("daemon stopped")
+	return err
+}
+
+// prepareSocket makes way for a new socket: it removes a stale socket file left by a
+// daemon that died, refuses to take over one a live daemon listens on, and creates
+// the directory.
+func prepareSocket(path string) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return os.MkdirAll(filepath.Dir(path), 0o755)
+	case err != nil:
+		return fmt.Errorf("socket %s: %w", path, err)
+	case fi.Mode()&os.ModeSocket == 0:
+		return fmt.Errorf("socket %s: exists and is not a socket", path)
+	}
+	if c, err := net.DialTimeout("unix", path, 500*time.Millisecond); err == nil {
+		c.Close()
+		return fmt.Errorf("socket %s: another daemon is listening on it", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("socket %s: removing the stale socket: %w", path, err)
+	}
+	return nil
+}
+
+func rateLimitsString(ls []RateLimit) string {
+	var s []string
+	for _, l := range ls {
+		s = append(s, l.String())
+	}
+	return strings.Join(s, ",")
+}

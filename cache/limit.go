@@ -1,0 +1,301 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+)
+
+// AnyRegistry is the RateLimit.Registry value that applies to every registry no
+// other entry names; each such registry gets a bucket of its own.
+const AnyRegistry = "*"
+
+// RateLimit is a token bucket: RPS requests per second on average, bursts of up to
+// Burst, for the requests of one registry or of the repositories under a prefix.
+type RateLimit struct {
+	// Registry is a registry host[:port] (docker.io, ghcr.io, 10.0.0.5:5000),
+	// optionally with a path (ghcr.io/org: that org's repositories), or "*".
+	Registry string  `json:"registry"`
+	RPS      float64 `json:"rps"`
+	Burst    int     `json:"burst,omitempty"`
+}
+
+func (l RateLimit) String() string {
+	return fmt.Sprintf("%s=%s:%d", l.Registry, strconv.FormatFloat(l.RPS, 'f', -1, 64), l.Burst)
+}
+
+// target is what a registry request is for, carried by its context.
+type target struct {
+	host string // registry host, Docker Hub folded into docker.io
+	repo string // resolve.RepoKey of the repository; "" when unknown
+}
+
+type targetKey struct{}
+
+// WithRepository tells the rate limiter and the request metrics which repository
+// (resolve.RepoKey form: docker.io/library/nginx) a request is for. Token requests
+// go to another host (auth.docker.io for docker.io), and a registry may be read
+// through another endpoint; both count against the registry the image names.
+func WithRepository(ctx context.Context, repoKey string) context.Context {
+	host, _, _ := strings.Cut(repoKey, "/")
+	return context.WithValue(ctx, targetKey{}, target{host: normaliseHost(host), repo: repoKey})
+}
+
+// normaliseHost folds Docker Hub's aliases into docker.io, as resolve.RepoKey does.
+func normaliseHost(h string) string {
+	switch h {
+	case "index.docker.io", "registry-1.docker.io":
+		return "docker.io"
+	}
+	return h
+}
+
+// Limiter applies token buckets to every HTTP attempt, ping and token requests
+// included, bounds the requests in flight per registry host, and counts them. A
+// bucket belongs to the longest RateLimit prefix naming the request's repository,
+// else to the request's registry host with the "*" limit. A 429 with Retry-After
+// pauses every request to that registry host until then; a request that would have
+// to wait longer than the maximum pause gets a 429 answer without reaching the
+// registry, so the caller fails (or serves the last good answer) instead of
+// hanging.
+type Limiter struct {
+	limits      []RateLimit // longest prefix first, "*" excluded
+	any         *RateLimit
+	concurrency int
+	maxPause    time.Duration
+	m           *Metrics
+
+	mu      sync.Mutex
+	buckets map[string]*rate.Limiter // by prefix, or host under "*"; nil: unlimited
+	hosts   map[string]*hostState
+}
+
+// hostState is what all requests to one registry host share.
+type hostState struct {
+	sem    chan struct{} // nil: no bound on requests in flight
+	mu     sync.Mutex
+	paused time.Time // requests wait until then (Retry-After)
+}
+
+// NewLimiter returns a Limiter. concurrency bounds requests in flight per registry
+// host (0: no bound). A nil m records into a Metrics of its own.
+func NewLimiter(limits []RateLimit, concurrency int, m *Metrics) *Limiter {
+	if m == nil {
+		m = NewMetrics()
+	}
+	l := &Limiter{concurrency: concurrency, m: m, maxPause: resolve.DefaultRetryPolicy.MaxWait,
+		buckets: map[string]*rate.Limiter{}, hosts: map[string]*hostState{}}
+	for _, rl := range limits {
+		if rl.Registry == AnyRegistry {
+			l.any = &rl
+			continue
+		}
+		if p, err := normalisePrefix(rl.Registry); err == nil {
+			rl.Registry = p
+		}
+		l.limits = append(l.limits, rl)
+	}
+	slices.SortStableFunc(l.limits, func(a, b RateLimit) int { return len(b.Registry) - len(a.Registry) })
+	return l
+}
+
+// bucket returns the token bucket of a request (nil: no limit).
+func (l *Limiter) bucket(t target) *rate.Limiter {
+	key, limit := t.host, l.any
+	for i := range l.limits {
+		p := l.limits[i].Registry
+		if p == t.host || (t.repo != "" && (t.repo == p || strings.HasPrefix(t.repo, p+"/"))) {
+			key, limit = p, &l.limits[i]
+			break
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.buckets[key]
+	if !ok {
+		if limit != nil && limit.RPS > 0 {
+			b = rate.NewLimiter(rate.Limit(limit.RPS), max(limit.Burst, 1))
+		}
+		l.buckets[key] = b
+	}
+	return b
+}
+
+func (l *Limiter) host(h string) *hostState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	hs, ok := l.hosts[h]
+	if !ok {
+		hs = &hostState{}
+		if l.concurrency > 0 {
+			hs.sem = make(chan struct{}, l.concurrency)
+		}
+		l.hosts[h] = hs
+	}
+	return hs
+}
+
+// Wrap puts the limiter in front of next; give it to resolve.WithTransportWrapper.
+//
+// When next is an *http.Transport (the Remote's own), its idle pool is raised to
+// the requests the limiter lets run per registry: with net/http's default of 2 idle
+// connections per host, every request beyond 2 in flight would close its connection
+// afterwards and the next one would dial (and handshake TLS) again.
+func (l *Limiter) Wrap(next http.RoundTripper) http.RoundTripper {
+	if tr, ok := next.(*http.Transport); ok {
+		want := l.concurrency
+		if want <= 0 {
+			want = DefaultRegistryConcurrency
+		}
+		if tr.MaxIdleConnsPerHost < want {
+			tr.MaxIdleConnsPerHost = want
+		}
+		if tr.MaxIdleConns != 0 && tr.MaxIdleConns < 4*want {
+			tr.MaxIdleConns = 4 * want
+		}
+	}
+	return &limitedTransport{l: l, next: next}
+}
+
+type limitedTransport struct {
+	l    *Limiter
+	next http.RoundTripper
+}
+
+func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	tg, ok := ctx.Value(targetKey{}).(target)
+	if !ok || tg.host == "" {
+		tg = target{host: normaliseHost(req.URL.Host)}
+	}
+	hs := t.l.host(tg.host)
+	start := time.Now()
+	if resp, err := t.l.waitPause(req, hs); resp != nil || err != nil {
+		return resp, err
+	}
+	if b := t.l.bucket(tg); b != nil {
+		if err := b.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("rate limit of %s: %w", tg.host, err)
+		}
+	}
+	if hs.sem != nil {
+		select {
+		case hs.sem <- struct{}{}:
+			defer func() { <-hs.sem }()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	t.l.m.RateLimitWait.WithLabelValues(tg.host).Observe(time.Since(start).Seconds())
+
+	resp, err := t.next.RoundTrip(req)
+	status := "error"
+	if err == nil {
+		status = strconv.Itoa(resp.StatusCode)
+	}
+	t.l.m.Requests.WithLabelValues(tg.host, requestKind(req), req.Method, status).Inc()
+	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && d > 0 {
+			hs.pause(time.Now().Add(d))
+			t.l.m.Pauses.WithLabelValues(tg.host).Inc()
+		}
+	}
+	return resp, err
+}
+
+// waitPause waits while the registry host is paused by a Retry-After. If the
+// pause is longer than the maximum pause or than the request's deadline allows, it
+// answers 429 itself.
+func (l *Limiter) waitPause(req *http.Request, hs *hostState) (*http.Response, error) {
+	ctx := req.Context()
+	for {
+		hs.mu.Lock()
+		until := hs.paused
+		hs.mu.Unlock()
+		d := time.Until(until)
+		if d <= 0 {
+			return nil, nil
+		}
+		deadline, hasDeadline := ctx.Deadline()
+		if d > l.maxPause || (hasDeadline && time.Until(deadline) < d) {
+			return throttled(req, d), nil
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (hs *hostState) pause(until time.Time) {
+	hs.mu.Lock()
+	if until.After(hs.paused) {
+		hs.paused = until
+	}
+	hs.mu.Unlock()
+}
+
+// throttled is the 429 the limiter answers for a paused registry.
+func throttled(req *http.Request, d time.Duration) *http.Response {
+	body := `{"errors":[{"code":"TOOMANYREQUESTS","message":"registry asked to wait (Retry-After); request not sent"}]}`
+	secs := int((d + time.Second - 1) / time.Second)
+	return &http.Response{
+		Status:     "429 Too Many Requests",
+		StatusCode: http.StatusTooManyRequests,
+		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{
+			"Content-Type": {"application/json"},
+			"Retry-After":  {strconv.Itoa(secs)},
+		},
+		Body:          io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       req,
+	}
+}
+
+// requestKind classifies a registry request for metrics.
+func requestKind(req *http.Request) string {
+	p := req.URL.Path
+	switch {
+	case p == "/v2/" || p == "/v2":
+		return "ping"
+	case strings.HasPrefix(p, "/v2/") && strings.HasSuffix(p, "/tags/list"):
+		return "tags"
+	case strings.HasPrefix(p, "/v2/") && strings.Contains(p, "/manifests/"):
+		return "manifest"
+	case strings.HasPrefix(p, "/v2/") && strings.Contains(p, "/blobs/"):
+		return "blob"
+	case strings.Contains(p, "token") || strings.Contains(p, "oauth") ||
+		req.URL.Query().Has("scope") || req.URL.Query().Has("service"):
+		return "token"
+	}
+	return "other"
+}
+
+// parseRetryAfter parses a Retry-After header: seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}

@@ -1,0 +1,124 @@
+package cache
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Namespace prefixes every metric name.
+const Namespace = "argocd_image_resolver"
+
+// Cache layers, the values of the layer label.
+const (
+	LayerTags     = "tags"     // repository -> tag list (TTL)
+	LayerHead     = "head"     // repository:tag -> descriptor (TTL)
+	LayerManifest = "manifest" // digest -> manifest (LRU, no expiry)
+	LayerBlob     = "blob"     // digest -> config blob (LRU, no expiry)
+)
+
+// Layers lists the cache layers.
+var Layers = []string{LayerTags, LayerHead, LayerManifest, LayerBlob}
+
+// Metrics are the daemon's Prometheus metrics, in a registry of their own. Label
+// values are bounded: layers, registry hosts, request kinds, HTTP statuses,
+// strategies and result kinds; never tags, repositories or app names.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	CacheHits     *prometheus.CounterVec   // layer
+	CacheMisses   *prometheus.CounterVec   // layer
+	CacheStale    *prometheus.CounterVec   // layer
+	Evictions     *prometheus.CounterVec   // layer
+	RefreshAhead  *prometheus.CounterVec   // layer, result
+	Shared        *prometheus.CounterVec   // layer
+	Requests      *prometheus.CounterVec   // registry, kind, method, status
+	RateLimitWait *prometheus.HistogramVec // registry
+	Pauses        *prometheus.CounterVec   // registry
+	Resolutions   *prometheus.HistogramVec // strategy, result
+	Batches       *prometheus.HistogramVec // result
+}
+
+// NewMetrics creates the metrics and registers them, with the Go runtime and process
+// collectors, in a new registry.
+func NewMetrics() *Metrics {
+	reg := prometheus.NewRegistry()
+	f := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
+		reg.MustRegister(c)
+		return c
+	}
+	h := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: buckets}, labels)
+		reg.MustRegister(v)
+		return v
+	}
+	latency := []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+	m := &Metrics{
+		Registry:     reg,
+		CacheHits:    f("cache_hits_total", "Cache lookups answered by a fresh entry.", "layer"),
+		CacheMisses:  f("cache_misses_total", "Cache lookups that went to the registry (absent or expired entry).", "layer"),
+		CacheStale:   f("cache_stale_serves_total", "Expired entries served because the registry failed (stale-if-error).", "layer"),
+		Evictions:    f("cache_evictions_total", "Entries evicted from the size-bounded caches.", "layer"),
+		RefreshAhead: f("refresh_ahead_total", "Background refreshes of entries in use before they expire, by result (ok, error).", "layer", "result"),
+		Shared:       f("singleflight_shared_total", "Lookups that joined a registry fetch already in flight instead of starting one.", "layer"),
+		Requests: f("registry_requests_total", "HTTP requests sent to registries, every attempt, by kind (ping, token, tags, manifest, blob, other), method and status (HTTP code, or error).",
+			"registry", "kind", "method", "status"),
+		RateLimitWait: h("ratelimit_wait_seconds", "Time a registry request waited for its registry's rate limit (token bucket and Retry-After pauses).",
+			[]float64{0, .001, .01, .05, .1, .25, .5, 1, 2, 5, 10, 30}, "registry"),
+		Pauses:      f("ratelimit_pauses_total", "Registry answers with Retry-After that paused every request to that registry.", "registry"),
+		Resolutions: h("resolution_duration_seconds", "Time to resolve one image, by strategy and result (ok, no-tag, input, registry, internal).", latency, "strategy", "result"),
+		Batches:     h("batch_duration_seconds", "Time to answer one batch on the socket API, by result (ok, error).", latency, "result"),
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Every layer's series exist from the start, at zero, so dashboards and alerts
+	// see them before the first event.
+	for _, l := range Layers {
+		m.CacheHits.WithLabelValues(l)
+		m.CacheMisses.WithLabelValues(l)
+		m.Shared.WithLabelValues(l)
+		if l == LayerTags || l == LayerHead {
+			m.CacheStale.WithLabelValues(l)
+			m.RefreshAhead.WithLabelValues(l, "ok")
+			m.RefreshAhead.WithLabelValues(l, "error")
+		} else {
+			m.Evictions.WithLabelValues(l)
+		}
+	}
+	return m
+}
+
+// Handler serves the metrics in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// cacheCollector reports the entries and bytes of each layer at scrape time.
+type cacheCollector struct {
+	entries, bytes *prometheus.Desc
+	r              *Registry
+}
+
+func newCacheCollector(r *Registry) *cacheCollector {
+	return &cacheCollector{
+		entries: prometheus.NewDesc(Namespace+"_cache_entries", "Entries held, by layer (expired entries kept for stale-if-error included).", []string{"layer"}, nil),
+		bytes:   prometheus.NewDesc(Namespace+"_cache_bytes", "Bytes accounted to the size-bounded layers (manifest, blob).", []string{"layer"}, nil),
+		r:       r,
+	}
+}
+
+func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.entries
+	ch <- c.bytes
+}
+
+func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.r.Stats() {
+		ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(s.Entries), s.Layer)
+		if s.Layer == LayerManifest || s.Layer == LayerBlob {
+			ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(s.Bytes), s.Layer)
+		}
+	}
+}

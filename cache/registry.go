@@ -1,0 +1,580 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unique"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	gocache "github.com/patrickmn/go-cache"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+)
+
+// Defaults of the cache.
+const (
+	DefaultTagTTL            = 2 * time.Minute
+	DefaultHeadTTL           = time.Hour
+	DefaultStaleIfError      = 24 * time.Hour
+	DefaultRefreshAhead      = 0.2
+	DefaultManifestCacheSize = 32 << 20
+	DefaultBlobCacheSize     = 32 << 20
+	DefaultFetchTimeout      = 2 * time.Minute
+	// maxBackgroundRefreshes bounds refresh-ahead fetches in flight at once.
+	maxBackgroundRefreshes = 16
+)
+
+// Registry is a resolve.Registry that answers from a cache in front of another one
+// (the network client), so every render in the pod shares one view of the
+// registries:
+//
+//   - tag lists per repository and tag->descriptor answers expire after a TTL
+//     (go-cache; 2m and 1h by default);
+//   - manifests and blobs are kept by digest in size-bounded LRUs without time expiry
+//     (content addressed, never stale);
+//   - a manifest asked for by tag costs, once its descriptor is cached and then
+//     expired, one HEAD (the body comes from the LRU while the digest is unchanged);
+//     cold, it costs one GET by tag, which fills both;
+//   - concurrent lookups of one key share one registry fetch (singleflight);
+//   - entries read in the last part of their TTL are refreshed in the background
+//     (refresh-ahead), so renders rarely wait;
+//   - when a fetch fails with a registry error (5xx, 429, 401/403, network), an
+//     expired entry is served for up to the stale-if-error bound past its TTL, and
+//     resolve.ReportStale flags the resolution; a 404 or other definitive answer, or
+//     no entry, returns the registry's error.
+//
+// Fetches run detached from the caller's context (bounded by the fetch timeout), so
+// a render that gives up does not abort a fetch other renders share; the caller
+// still returns as soon as its own context ends. Returned values are shared: callers
+// must not modify them.
+type Registry struct {
+	inner     resolve.Registry
+	o         options
+	m         *Metrics
+	tags      *ttlLayer[[]string]
+	heads     *ttlLayer[headVal]
+	manifests *lru[*resolve.Manifest]
+	blobs     *lru[[]byte]
+	sfMan     singleflight.Group
+	sfBlob    singleflight.Group
+
+	ctx    context.Context // parent of every fetch; cancelled by Close
+	cancel context.CancelFunc
+	bg     sync.WaitGroup
+	bgSem  chan struct{}
+}
+
+var _ resolve.Registry = (*Registry)(nil)
+
+type options struct {
+	tagTTL, headTTL   time.Duration
+	staleFor          time.Duration
+	refreshAhead      float64
+	manifestBytes     int64
+	blobBytes         int64
+	fetchTimeout      time.Duration
+	clock             func() time.Time
+	metrics           *Metrics
+	cleanupInterval   time.Duration
+	backgroundRefresh int
+}
+
+// Option configures a Registry.
+type Option func(*options)
+
+// WithTagTTL sets how long a tag list is fresh (default 2m).
+func WithTagTTL(d time.Duration) Option { return func(o *options) { o.tagTTL = d } }
+
+// WithHeadTTL sets how long a tag->descriptor answer is fresh (default 1h).
+func WithHeadTTL(d time.Duration) Option { return func(o *options) { o.headTTL = d } }
+
+// WithStaleIfError sets how long past its TTL an entry may be served when the
+// registry fails (default 24h; 0 turns stale-if-error off).
+func WithStaleIfError(d time.Duration) Option { return func(o *options) { o.staleFor = d } }
+
+// WithRefreshAhead sets the last fraction of an entry's TTL in which reading it
+// starts a background refresh (default 0.2; 0 turns refresh-ahead off).
+func WithRefreshAhead(fraction float64) Option {
+	return func(o *options) { o.refreshAhead = fraction }
+}
+
+// WithCacheSizes bounds the bytes held for manifests and for blobs.
+func WithCacheSizes(manifestBytes, blobBytes int64) Option {
+	return func(o *options) { o.manifestBytes, o.blobBytes = manifestBytes, blobBytes }
+}
+
+// WithFetchTimeout bounds one fetch from the registry, retries included (default 2m).
+func WithFetchTimeout(d time.Duration) Option { return func(o *options) { o.fetchTimeout = d } }
+
+// WithClock replaces time.Now for TTL decisions (tests).
+func WithClock(now func() time.Time) Option { return func(o *options) { o.clock = now } }
+
+// WithMetrics records into m (default: a Registry of its own).
+func WithMetrics(m *Metrics) Option { return func(o *options) { o.metrics = m } }
+
+// NewRegistry returns a cache in front of inner. Give inner no memo of its own
+// (resolve.WithoutMemo): this cache bounds memory, the Remote's memo does not.
+func NewRegistry(inner resolve.Registry, opts ...Option) *Registry {
+	o := options{
+		tagTTL:            DefaultTagTTL,
+		headTTL:           DefaultHeadTTL,
+		staleFor:          DefaultStaleIfError,
+		refreshAhead:      DefaultRefreshAhead,
+		manifestBytes:     DefaultManifestCacheSize,
+		blobBytes:         DefaultBlobCacheSize,
+		fetchTimeout:      DefaultFetchTimeout,
+		clock:             time.Now,
+		cleanupInterval:   5 * time.Minute,
+		backgroundRefresh: maxBackgroundRefreshes,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.metrics == nil {
+		o.metrics = NewMetrics()
+	}
+	r := &Registry{inner: inner, o: o, m: o.metrics, bgSem: make(chan struct{}, max(o.backgroundRefresh, 1))}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.tags = newTTLLayer[[]string](r, LayerTags, o.tagTTL)
+	r.heads = newTTLLayer[headVal](r, LayerHead, o.headTTL)
+	r.manifests = newLRU(o.manifestBytes, func(_ string, m *resolve.Manifest) int64 {
+		return int64(cap(m.Raw)) + int64(len(m.MediaType)) + 64
+	})
+	r.blobs = newLRU(o.blobBytes, func(_ string, b []byte) int64 { return int64(cap(b)) + 24 })
+	_ = r.m.Registry.Register(newCacheCollector(r)) // a second Registry on the same Metrics keeps the first's gauges
+	return r
+}
+
+// Close stops background refreshes and fetches in flight, and waits for them.
+func (r *Registry) Close() {
+	r.cancel()
+	r.bg.Wait()
+}
+
+// LayerStats is the size of one cache layer.
+type LayerStats struct {
+	Layer   string
+	Entries int
+	Bytes   int64 // for the LRU layers: bytes accounted, payload plus overhead
+}
+
+// Stats returns the size of every layer.
+func (r *Registry) Stats() []LayerStats {
+	me, mb := r.manifests.stats()
+	be, bb := r.blobs.stats()
+	return []LayerStats{
+		{Layer: LayerTags, Entries: r.tags.c.ItemCount()},
+		{Layer: LayerHead, Entries: r.heads.c.ItemCount()},
+		{Layer: LayerManifest, Entries: me, Bytes: mb},
+		{Layer: LayerBlob, Entries: be, Bytes: bb},
+	}
+}
+
+func (r *Registry) now() time.Time { return r.o.clock() }
+
+// fetchContext is the context of one fetch for a repository (resolve.RepoKey):
+// detached from callers, bounded by the fetch timeout, cancelled by Close, and
+// naming the repository for rate limits and metrics.
+func (r *Registry) fetchContext(repoKey string) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(r.ctx, r.o.fetchTimeout)
+	return WithRepository(ctx, repoKey), cancel
+}
+
+// Authorize passes on the inner registry's Authorize (a *resolve.Remote refuses
+// apps that a registry entry's apps: do not allow), so that a Resolver over the
+// cache checks every app before the cache, shared by all apps, is read.
+func (r *Registry) Authorize(ctx context.Context, repo name.Repository) error {
+	if a, ok := r.inner.(interface {
+		Authorize(context.Context, name.Repository) error
+	}); ok {
+		return a.Authorize(ctx, repo)
+	}
+	return nil
+}
+
+// ListTags returns the repository's tags from the cache, listing them when absent or
+// expired.
+func (r *Registry) ListTags(ctx context.Context, repo name.Repository) ([]string, error) {
+	key := resolve.RepoKey(repo)
+	tags, err := r.tags.get(ctx, key, resolve.RepoKey(repo), "tag list of "+key, func(ctx context.Context, _ *entry[[]string]) ([]string, error) {
+		tags, err := r.inner.ListTags(ctx, repo)
+		if err != nil {
+			return nil, err
+		}
+		return slices.Clip(tags), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(tags), nil
+}
+
+// headVal is a compact descriptor: what the resolver needs of a tag's HEAD.
+type headVal struct {
+	digest    v1.Hash
+	mediaType types.MediaType
+	size      int64
+}
+
+func newHeadVal(d v1.Hash, mt types.MediaType, size int64) headVal {
+	// Media types come from response headers, one allocation each: share them.
+	return headVal{digest: d, mediaType: types.MediaType(unique.Make(string(mt)).Value()), size: size}
+}
+
+// Head returns the descriptor a tag points at from the cache, asking the registry
+// with HEAD when absent or expired.
+func (r *Registry) Head(ctx context.Context, repo name.Repository, tag string) (v1.Descriptor, error) {
+	key := resolve.RepoKey(repo) + ":" + tag
+	hv, err := r.heads.get(ctx, key, resolve.RepoKey(repo), "digest of "+key, func(ctx context.Context, _ *entry[headVal]) (headVal, error) {
+		d, err := r.inner.Head(ctx, repo, tag)
+		if err != nil {
+			return headVal{}, err
+		}
+		return newHeadVal(d.Digest, d.MediaType, d.Size), nil
+	})
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	return v1.Descriptor{Digest: hv.digest, MediaType: hv.mediaType, Size: hv.size}, nil
+}
+
+// Manifest returns the manifest a tag or digest points at. For a tag: the cached
+// descriptor (or, when it expired, a HEAD), then the manifest by digest from the
+// LRU; with no descriptor cached at all, one GET by tag fills both.
+func (r *Registry) Manifest(ctx context.Context, repo name.Repository, ref string) (*resolve.Manifest, error) {
+	if h, err := v1.NewHash(ref); err == nil {
+		return r.manifestByDigest(ctx, repo, h)
+	}
+	key := resolve.RepoKey(repo) + ":" + ref
+	var got *resolve.Manifest // set when this caller's fetch read the whole manifest
+	hv, err := r.heads.get(ctx, key, resolve.RepoKey(repo), "digest of "+key, func(ctx context.Context, old *entry[headVal]) (headVal, error) {
+		if old != nil {
+			d, err := r.inner.Head(ctx, repo, ref)
+			if err == nil {
+				return newHeadVal(d.Digest, d.MediaType, d.Size), nil
+			}
+			if !headUnsupported(err) {
+				return headVal{}, err
+			}
+			// A registry that does not answer HEAD: one GET, as when cold.
+		}
+		m, err := r.inner.Manifest(ctx, repo, ref)
+		if err != nil {
+			return headVal{}, err
+		}
+		r.storeManifest(m)
+		if old == nil { // not a background refresh (those always have an entry)
+			got = m
+		}
+		return newHeadVal(m.Digest, m.MediaType, int64(len(m.Raw))), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if got != nil && got.Digest == hv.digest {
+		r.m.CacheMisses.WithLabelValues(LayerManifest).Inc()
+		return got, nil
+	}
+	return r.manifestByDigest(ctx, repo, hv.digest)
+}
+
+func (r *Registry) storeManifest(m *resolve.Manifest) {
+	m.Raw = compact(m.Raw)
+	if n := r.manifests.add(m.Digest.String(), m); n > 0 {
+		r.m.Evictions.WithLabelValues(LayerManifest).Add(float64(n))
+	}
+}
+
+func (r *Registry) manifestByDigest(ctx context.Context, repo name.Repository, h v1.Hash) (*resolve.Manifest, error) {
+	key := h.String()
+	return lruGet(ctx, r, LayerManifest, r.manifests, &r.sfMan, key, resolve.RepoKey(repo), func(ctx context.Context) (*resolve.Manifest, error) {
+		m, err := r.inner.Manifest(ctx, repo, key)
+		if err != nil {
+			return nil, err
+		}
+		if m.Digest != h {
+			return nil, fmt.Errorf("manifest %s@%s: registry sent digest %s", repo, key, m.Digest)
+		}
+		m.Raw = compact(m.Raw)
+		return m, nil
+	})
+}
+
+// Blob returns a blob (an image config) by digest from the LRU, fetching it once on
+// a miss.
+func (r *Registry) Blob(ctx context.Context, repo name.Repository, digest v1.Hash) ([]byte, error) {
+	key := digest.String()
+	return lruGet(ctx, r, LayerBlob, r.blobs, &r.sfBlob, key, resolve.RepoKey(repo), func(ctx context.Context) ([]byte, error) {
+		b, err := r.inner.Blob(ctx, repo, digest)
+		if err != nil {
+			return nil, err
+		}
+		return compact(b), nil
+	})
+}
+
+// compact drops the spare capacity a read left behind, which the LRU would hold
+// without accounting for it.
+func compact(b []byte) []byte {
+	if cap(b)-len(b) > 64 {
+		return bytes.Clone(b)
+	}
+	return b
+}
+
+// lruGet answers from a content-addressed LRU, fetching a missing value once however
+// many callers want it.
+func lruGet[V any](ctx context.Context, r *Registry, layer string, c *lru[V], sf *singleflight.Group, key, repoKey string,
+	fetch func(context.Context) (V, error)) (V, error) {
+	var zero V
+	if v, ok := c.get(key); ok {
+		r.m.CacheHits.WithLabelValues(layer).Inc()
+		return v, nil
+	}
+	leader := false
+	ch := sf.DoChan(key, func() (any, error) {
+		leader = true
+		if v, ok := c.get(key); ok {
+			return v, nil
+		}
+		fctx, cancel := r.fetchContext(repoKey)
+		defer cancel()
+		v, err := fetch(fctx)
+		if err != nil {
+			return nil, err
+		}
+		if n := c.add(key, v); n > 0 {
+			r.m.Evictions.WithLabelValues(layer).Add(float64(n))
+		}
+		return v, nil
+	})
+	select {
+	case res := <-ch:
+		if leader {
+			r.m.CacheMisses.WithLabelValues(layer).Inc()
+		} else {
+			r.m.Shared.WithLabelValues(layer).Inc()
+		}
+		if res.Err != nil {
+			return zero, res.Err
+		}
+		return res.Val.(V), nil
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// ---- TTL layers ----
+
+// ttlLayer is a TTL cache of registry answers with singleflight, refresh-ahead and
+// stale-if-error. go-cache holds the entries until TTL plus the stale bound (its
+// janitor frees them); freshness is decided here, by the Registry's clock.
+type ttlLayer[V any] struct {
+	r    *Registry
+	name string
+	ttl  time.Duration
+	c    *gocache.Cache
+	sf   singleflight.Group
+}
+
+type entry[V any] struct {
+	val        V
+	fetched    time.Time
+	refreshing atomic.Bool // a refresh-ahead was started for this entry
+}
+
+type fetchFunc[V any] func(ctx context.Context, old *entry[V]) (V, error)
+
+func newTTLLayer[V any](r *Registry, name string, ttl time.Duration) *ttlLayer[V] {
+	return &ttlLayer[V]{r: r, name: name, ttl: ttl,
+		c: gocache.New(ttl+r.o.staleFor, r.o.cleanupInterval)}
+}
+
+func (l *ttlLayer[V]) lookup(key string) *entry[V] {
+	if v, ok := l.c.Get(key); ok {
+		return v.(*entry[V])
+	}
+	return nil
+}
+
+func (l *ttlLayer[V]) fresh(e *entry[V], now time.Time) bool {
+	return e != nil && now.Sub(e.fetched) < l.ttl
+}
+
+// get answers key from a fresh entry, else fetches it (once for all concurrent
+// callers), else serves the expired entry if the failure allows it.
+func (l *ttlLayer[V]) get(ctx context.Context, key, repoKey, what string, fetch fetchFunc[V]) (V, error) {
+	var zero V
+	now := l.r.now()
+	if e := l.lookup(key); l.fresh(e, now) {
+		l.r.m.CacheHits.WithLabelValues(l.name).Inc()
+		l.refreshAhead(key, repoKey, e, now, fetch)
+		return e.val, nil
+	}
+	v, err := l.fill(ctx, key, repoKey, fetch)
+	if err == nil {
+		return v, nil
+	}
+	if ctx.Err() != nil {
+		return zero, err
+	}
+	if isNotFound(err) {
+		l.c.Delete(key) // the registry says it is gone: nothing to serve stale
+		return zero, err
+	}
+	cur := l.lookup(key)
+	if cur == nil || !staleable(err) {
+		return zero, err
+	}
+	now = l.r.now()
+	if l.fresh(cur, now) { // another fetch succeeded meanwhile
+		return cur.val, nil
+	}
+	if now.Sub(cur.fetched) >= l.ttl+l.r.o.staleFor {
+		return zero, err
+	}
+	l.r.m.CacheStale.WithLabelValues(l.name).Inc()
+	resolve.ReportStale(ctx, fmt.Sprintf("%s from %s: %s", what, cur.fetched.UTC().Format(time.RFC3339), describeError(err)))
+	return cur.val, nil
+}
+
+// fill fetches key once for every concurrent caller and stores the answer. The
+// fetch does not depend on the caller's context; the caller stops waiting when its
+// context ends.
+func (l *ttlLayer[V]) fill(ctx context.Context, key, repoKey string, fetch fetchFunc[V]) (V, error) {
+	var zero V
+	leader := false
+	ch := l.sf.DoChan(key, func() (any, error) {
+		leader = true
+		old := l.lookup(key)
+		if l.fresh(old, l.r.now()) { // stored by a fetch that ended after we looked
+			return old.val, nil
+		}
+		fctx, cancel := l.r.fetchContext(repoKey)
+		defer cancel()
+		v, err := fetch(fctx, old)
+		if err != nil {
+			return nil, err
+		}
+		l.store(key, v)
+		return v, nil
+	})
+	select {
+	case res := <-ch:
+		if leader {
+			l.r.m.CacheMisses.WithLabelValues(l.name).Inc()
+		} else {
+			l.r.m.Shared.WithLabelValues(l.name).Inc()
+		}
+		if res.Err != nil {
+			return zero, res.Err
+		}
+		return res.Val.(V), nil
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+func (l *ttlLayer[V]) store(key string, v V) {
+	l.c.SetDefault(key, &entry[V]{val: v, fetched: l.r.now()})
+}
+
+// refreshAhead starts a background refresh of an entry read in the last part of its
+// TTL, once per entry: if it fails, the entry is fetched again when it expires.
+func (l *ttlLayer[V]) refreshAhead(key, repoKey string, e *entry[V], now time.Time, fetch fetchFunc[V]) {
+	frac := l.r.o.refreshAhead
+	if frac <= 0 || now.Sub(e.fetched) < time.Duration(float64(l.ttl)*(1-frac)) {
+		return
+	}
+	if !e.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case l.r.bgSem <- struct{}{}:
+	default:
+		e.refreshing.Store(false) // too many in flight: a later read tries again
+		return
+	}
+	l.r.bg.Add(1)
+	go func() {
+		defer l.r.bg.Done()
+		defer func() { <-l.r.bgSem }()
+		_, err, _ := l.sf.Do(key, func() (any, error) {
+			if cur := l.lookup(key); cur != nil && cur.fetched.After(e.fetched) {
+				return cur.val, nil // refreshed already
+			}
+			fctx, cancel := l.r.fetchContext(repoKey)
+			defer cancel()
+			v, err := fetch(fctx, e)
+			if err != nil {
+				return nil, err
+			}
+			l.store(key, v)
+			return v, nil
+		})
+		result := "ok"
+		if err != nil {
+			result = "error"
+		}
+		l.r.m.RefreshAhead.WithLabelValues(l.name, result).Inc()
+	}()
+}
+
+// ---- errors ----
+
+// staleable reports whether a failed fetch may be answered from an expired entry:
+// the registry was unavailable, throttled or refused credentials, or the network
+// failed. Definitive answers (404, other 4xx) and malformed content may not.
+func staleable(err error) bool {
+	var te *transport.Error
+	if errors.As(err, &te) {
+		switch s := te.StatusCode; {
+		case s == http.StatusUnauthorized, s == http.StatusForbidden, s == http.StatusRequestTimeout,
+			s == http.StatusTooManyRequests, s >= 500:
+			return true
+		}
+		return false
+	}
+	var ue *url.Error
+	var ne net.Error
+	return errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// headUnsupported reports whether a HEAD failed because the registry does not
+// serve HEAD for manifests.
+func headUnsupported(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) && (te.StatusCode == http.StatusMethodNotAllowed ||
+		te.StatusCode == http.StatusNotImplemented || te.StatusCode == http.StatusBadRequest)
+}
+
+func isNotFound(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) && te.StatusCode == http.StatusNotFound
+}
+
+// describeError says briefly why a fetch failed, for stale reports.
+func describeError(err error) string {
+	var te *transport.Error
+	if errors.As(err, &te) {
+		return fmt.Sprintf("registry answered %d %s", te.StatusCode, http.StatusText(te.StatusCode))
+	}
+	var re *resolve.RegistryError
+	if errors.As(err, &re) && re.Err != nil {
+		return re.Err.Error()
+	}
+	return err.Error()
+}

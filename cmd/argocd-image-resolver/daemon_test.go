@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startDaemon runs `argocd-image-resolver serve` as a process on a socket in a short
+// temp dir and waits until it answers.
+func startDaemon(t *testing.T, registriesCfg string) (socket string, stop func()) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "air")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket = filepath.Join(dir, "d.sock")
+	cmd := exec.Command(binary, "serve", "--socket", socket, "--metrics-addr", "127.0.0.1:0", "--registries-config", registriesCfg)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "DOCKER_CONFIG=" + t.TempDir()}
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }() //nolint:errcheck // exit observed through done
+	stop = func() {
+		cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // may have exited
+		<-done
+	}
+	t.Cleanup(stop)
+	for i := 0; ; i++ {
+		if c, err := net.Dial("unix", socket); err == nil {
+			c.Close()
+			return socket, stop
+		}
+		select {
+		case <-done:
+			t.Fatalf("daemon exited: %s", logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if i > 500 {
+			t.Fatalf("daemon did not listen on %s: %s", socket, logs.String())
+		}
+	}
+}
+
+func TestGenerateThroughDaemon(t *testing.T) {
+	s, cfg := demoRegistry(t)
+	socket, stop := startDaemon(t, cfg)
+	env := map[string]string{"ARGOCD_APP_NAME": "shop", "ARGOCD_APP_NAMESPACE": "shop"}
+	gen := func() run {
+		t.Helper()
+		// generate's own registries config points nowhere: answers must come from the daemon.
+		e := map[string]string{"IMAGE_RESOLVER_SOCKET": socket}
+		for k, v := range env {
+			e[k] = v
+		}
+		return generateEnv(t, "../../testdata/apps/plain-cron", e)
+	}
+
+	first := gen()
+	if first.code != 0 || strings.Contains(first.stderr, "unreachable") {
+		t.Fatalf("first render: exit %d: %s", first.code, first.stderr)
+	}
+	if s.Total() == 0 {
+		t.Fatal("the daemon made no registry request for a cold render")
+	}
+	s.ResetCounts()
+	second := gen()
+	if second.code != 0 || second.stdout != first.stdout {
+		t.Fatalf("second render: exit %d, output differs: %s", second.code, second.stderr)
+	}
+	if n := s.Total(); n != 0 {
+		t.Errorf("second render within the TTL made %d registry requests (%v), want 0", n, s.Counts())
+	}
+
+	// Kill the daemon between renders: the next generate falls back and succeeds.
+	stop()
+	third := generateEnv(t, "../../testdata/apps/plain-cron", map[string]string{
+		"IMAGE_RESOLVER_SOCKET": socket, "IMAGE_RESOLVER_REGISTRIES_CONFIG": cfg,
+		"ARGOCD_APP_NAME": "shop", "ARGOCD_APP_NAMESPACE": "shop"})
+	if third.code != 0 || third.stdout != first.stdout {
+		t.Fatalf("render without the daemon: exit %d: %s", third.code, third.stderr)
+	}
+	if !strings.Contains(third.stderr, "daemon unreachable") || strings.Count(strings.TrimSpace(third.stderr), "\n") != 0 {
+		t.Errorf("fallback must be said in one stderr line, got %q", third.stderr)
+	}
+}

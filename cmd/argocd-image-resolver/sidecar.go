@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+)
+
+// childStopGrace is how long the CMP server gets to stop after SIGTERM when the
+// daemon died, before SIGKILL.
+const childStopGrace = 10 * time.Second
+
+func newSidecarCommand() *cobra.Command {
+	var (
+		flags *cache.Flags
+		logs  logFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "sidecar [flags] -- CMP-SERVER [ARGS...]",
+		Short: "Container entrypoint: run the daemon and Argo CD's CMP server; exit when either dies",
+		Long: `Start the daemon (as serve does, with the same flags), then run Argo CD's CMP server
+as a child with ` + cache.SocketEnv + ` set to the daemon's socket, so every generate it
+runs finds the daemon. SIGTERM and SIGINT are forwarded to the CMP server; the daemon
+stops after it, so renders in flight keep their cache.
+
+Nothing is restarted silently: if the CMP server exits, or the daemon fails, the
+sidecar exits non-zero (the CMP server's status, or 1) and Kubernetes restarts the
+container. After a forwarded signal, a CMP server that exits 0 or of that signal
+makes the sidecar exit 0.
+
+` + daemonLong,
+		Example: `  argocd-image-resolver sidecar -- /var/run/argocd/argocd-cmp-server
+  argocd-image-resolver sidecar --config /etc/image-resolver/config.yaml -- /var/run/argocd/argocd-cmp-server --loglevel debug`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := logs.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			cfg, err := flags.Load(os.LookupEnv)
+			if err != nil {
+				return err
+			}
+			sigs := make(chan os.Signal, 4)
+			signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+			defer signal.Stop(sigs)
+			// Signals are handled here, through sigs, not by cmd.Context(): the
+			// daemon must outlive the CMP server's own shutdown.
+			code, err := runSidecar(context.WithoutCancel(cmd.Context()), cfg, log, args, sigs, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if code == 0 {
+				return nil
+			}
+			return &exitError{code: code, err: err}
+		},
+	}
+	// Flags after the CMP server's path belong to it, even without "--".
+	cmd.Flags().SetInterspersed(false)
+	flags = cache.AddFlags(cmd.Flags())
+	logs.add(cmd)
+	return cmd
+}
+
+// runSidecar runs the daemon and the child argv until either ends, forwarding the
+// signals received on sigs to the child. It returns the exit status for the
+// sidecar and, when non-zero, why.
+func runSidecar(ctx context.Context, cfg cache.Config, log *slog.Logger, argv []string, sigs <-chan os.Signal,
+	stdout, stderr io.Writer) (int, error) {
+	d, err := newDaemon(cfg, log)
+	if err != nil {
+		return exitCode(err), err
+	}
+	if err := d.Listen(); err != nil {
+		return 1, fmt.Errorf("daemon: %w", err)
+	}
+	dctx, stopDaemon := context.WithCancel(ctx)
+	defer stopDaemon()
+	daemonDone := make(chan error, 1)
+	go func() { daemonDone <- d.Run(dctx) }()
+	select {
+	case <-d.Ready():
+	case err := <-daemonDone:
+		return 1, fmt.Errorf("daemon: %w", err)
+	}
+
+	child := exec.Command(argv[0], argv[1:]...)
+	child.Env = append(os.Environ(), cache.SocketEnv+"="+cfg.Socket)
+	child.Stdout, child.Stderr = stdout, stderr
+	if err := child.Start(); err != nil {
+		stopDaemon()
+		<-daemonDone
+		return 1, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	log.Info("cmp server started", "command", argv[0], "pid", child.Process.Pid, "socket", cfg.Socket)
+	childDone := make(chan error, 1)
+	go func() { childDone <- child.Wait() }()
+
+	var forwarded os.Signal // the first signal forwarded: a requested shutdown
+	for {
+		select {
+		case sig := <-sigs:
+			if forwarded == nil {
+				forwarded = sig
+			}
+			log.Info("forwarding signal to the cmp server", "signal", sig.String(), "pid", child.Process.Pid)
+			if err := child.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+				log.Warn("forwarding signal", "err", err)
+			}
+
+		case <-childDone:
+			state := child.ProcessState
+			stopDaemon()
+			if err := <-daemonDone; err != nil {
+				log.Error("daemon", "err", err)
+			}
+			code, how := exitStatus(state)
+			if forwarded != nil {
+				if code == 0 || diedOf(state, forwarded) {
+					log.Info("cmp server stopped", "status", how)
+					return 0, nil
+				}
+				return code, fmt.Errorf("cmp server %s after %s", how, forwarded)
+			}
+			log.Error("cmp server exited; exiting so that the container restarts", "status", how)
+			return max(code, 1), fmt.Errorf("cmp server %s; exiting so that the container restarts", how)
+
+		case err := <-daemonDone:
+			if err == nil {
+				err = errors.New("stopped")
+			}
+			log.Error("daemon failed; stopping the cmp server so that the container restarts", "err", err)
+			_ = child.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-childDone:
+			case <-time.After(childStopGrace):
+				_ = child.Process.Kill()
+				<-childDone
+			}
+			return 1, fmt.Errorf("daemon: %w; cmp server stopped so that the container restarts", err)
+		}
+	}
+}
+
+// exitStatus returns a process's exit status as a shell reports it (128+N when
+// killed by signal N) and a description.
+func exitStatus(s *os.ProcessState) (int, string) {
+	if ws, ok := s.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), fmt.Sprintf("killed by signal %d (%s)", int(ws.Signal()), ws.Signal())
+	}
+	return s.ExitCode(), fmt.Sprintf("exited with status %d", s.ExitCode())
+}
+
+func diedOf(s *os.ProcessState, sig os.Signal) bool {
+	ws, ok := s.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
+}

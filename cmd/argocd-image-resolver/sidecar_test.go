@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+)
+
+// syncBuffer is a bytes.Buffer safe for a child's output copier and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sidecarConfig is a daemon configuration on a short socket path and a free port.
+func sidecarConfig(t *testing.T) cache.Config {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "cir")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	cfg := cache.DefaultConfig()
+	cfg.Socket = filepath.Join(dir, "d.sock")
+	cfg.MetricsAddr = "127.0.0.1:0"
+	return cfg
+}
+
+type sidecarRun struct {
+	code int
+	err  error
+}
+
+func startSidecar(t *testing.T, cfg cache.Config, argv ...string) (chan<- os.Signal, *syncBuffer, <-chan sidecarRun) {
+	t.Helper()
+	sigs := make(chan os.Signal, 4)
+	out := &syncBuffer{}
+	done := make(chan sidecarRun, 1)
+	go func() {
+		code, err := runSidecar(context.Background(), cfg, slog.New(slog.DiscardHandler), argv, sigs, out, out)
+		done <- sidecarRun{code, err}
+	}()
+	return sigs, out, done
+}
+
+func wait(t *testing.T, done <-chan sidecarRun) sidecarRun {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(30 * time.Second):
+		t.Fatal("sidecar did not exit")
+	}
+	return sidecarRun{}
+}
+
+// The child sees the daemon's socket; a forwarded SIGTERM reaches it; its clean
+// exit after the signal is a clean stop of the sidecar; the daemon stops after it.
+const trapScript = `trap 'echo "got TERM"; exit 0' TERM
+test -S "$IMAGE_RESOLVER_SOCKET" && echo "socket ok"
+while :; do sleep 0.05; done`
+
+func TestSidecarForwardsSignals(t *testing.T) {
+	cfg := sidecarConfig(t)
+	sigs, out, done := startSidecar(t, cfg, "sh", "-c", trapScript)
+	waitFor(t, "the child to see the daemon's socket", func() bool { return strings.Contains(out.String(), "socket ok") })
+	if err := cache.NewClient(cfg.Socket).Health(context.Background()); err != nil {
+		t.Fatalf("daemon while the child runs: %v", err)
+	}
+	sigs <- syscall.SIGTERM
+	r := wait(t, done)
+	if r.code != 0 || r.err != nil {
+		t.Fatalf("after SIGTERM: code %d err %v; output %q", r.code, r.err, out.String())
+	}
+	if !strings.Contains(out.String(), "got TERM") {
+		t.Errorf("the child never got SIGTERM: %q", out.String())
+	}
+	if _, err := os.Stat(cfg.Socket); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the daemon's socket outlived the sidecar: %v", err)
+	}
+}
+
+func TestSidecarChildKilledByForwardedSignalIsACleanStop(t *testing.T) {
+	sigs, _, done := startSidecar(t, sidecarConfig(t), "sleep", "60")
+	sigs <- syscall.SIGINT
+	if r := wait(t, done); r.code != 0 {
+		t.Fatalf("sleep killed by the forwarded SIGINT: code %d err %v", r.code, r.err)
+	}
+}
+
+func TestSidecarExitsWhenTheChildDies(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		argv []string
+		code int
+		msg  string
+	}{
+		{"non-zero", []string{"sh", "-c", "exit 3"}, 3, "exited with status 3"},
+		{"zero is still a death", []string{"true"}, 1, "exited with status 0"},
+		{"killed", []string{"sh", "-c", "kill -KILL $$"}, 128 + 9, "killed by signal 9"},
+		{"after a signal, failing", []string{"sh", "-c", "trap 'exit 5' TERM; echo trapped; while :; do sleep 0.05; done"}, 5, "after terminated"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sigs, out, done := startSidecar(t, sidecarConfig(t), tt.argv...)
+			if tt.code == 5 {
+				waitFor(t, "the trap", func() bool { return strings.Contains(out.String(), "trapped") })
+				sigs <- syscall.SIGTERM
+			}
+			r := wait(t, done)
+			if r.code != tt.code || r.err == nil || !strings.Contains(r.err.Error(), tt.msg) {
+				t.Fatalf("code %d err %v, want %d and %q; output %q", r.code, r.err, tt.code, tt.msg, out.String())
+			}
+		})
+	}
+}
+
+func TestSidecarDaemonFailsChildNeverStarts(t *testing.T) {
+	cfg := sidecarConfig(t)
+	// Another daemon holds the socket.
+	d, err := cache.NewDaemon(cfg, cache.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go d.Run(ctx) //nolint:errcheck
+	<-d.Ready()
+	marker := filepath.Join(t.TempDir(), "started")
+	_, _, done := startSidecar(t, cfg, "touch", marker)
+	r := wait(t, done)
+	if r.code == 0 || r.err == nil || !strings.Contains(r.err.Error(), "another daemon") {
+		t.Fatalf("code %d err %v", r.code, r.err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the cmp server was started without a daemon")
+	}
+}
+
+// registered reports whether the built binary has the command (main.go registers
+// it); the process tests skip until it does.
+func registered(t *testing.T, command string) {
+	t.Helper()
+	if out, err := exec.Command(binary, command, "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), "Usage:") ||
+		strings.Contains(string(out), "unknown command") {
+		t.Skipf("%s is not registered in main.go yet", command)
+	}
+}
+
+// The real binary as a process: real SIGTERM to the sidecar, forwarded to the child.
+func TestSidecarProcess(t *testing.T) {
+	registered(t, "sidecar")
+	cfg := sidecarConfig(t)
+	cmd := exec.Command(binary, "sidecar", "--socket", cfg.Socket, "--metrics-addr", "127.0.0.1:0", "--", "sh", "-c", trapScript)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the child to see the daemon's socket", func() bool { return strings.Contains(out.String(), "socket ok") })
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("sidecar after SIGTERM: %v; output:\n%s", err, out)
+	}
+	if !strings.Contains(out.String(), "got TERM") {
+		t.Errorf("SIGTERM not forwarded; output:\n%s", out)
+	}
+
+	cmd = exec.Command(binary, "sidecar", "--socket", cfg.Socket, "--metrics-addr", "127.0.0.1:0", "--", "sh", "-c", "exit 3")
+	b, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("cmp server exiting 3: %v; output:\n%s", err, b)
+	}
+}
+
+// serve as a process: it answers on its socket and stops cleanly on SIGTERM.
+func TestServeProcess(t *testing.T) {
+	registered(t, "serve")
+	cfg := sidecarConfig(t)
+	cmd := exec.Command(binary, "serve", "--metrics-addr", "127.0.0.1:0", "--log-format", "json")
+	cmd.Env = append(os.Environ(), cache.SocketEnv+"="+cfg.Socket)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	client := cache.NewClient(cfg.Socket)
+	waitFor(t, "the daemon", func() bool { return client.Health(context.Background()) == nil })
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve after SIGTERM: %v; output:\n%s", err, out)
+	}
+	if !strings.Contains(out.String(), `"msg":"daemon stopped"`) {
+		t.Errorf("no structured log of the stop:\n%s", out)
+	}
+	if _, err := client.ResolveBatch(context.Background(), "app", nil); !errors.Is(err, cache.ErrUnreachable) {
+		t.Errorf("after stop: %v", err)
+	}
+
+	// Bad configuration: exit status 2 and the key named.
+	b, err := exec.Command(binary, "serve", "--socket", cfg.Socket, "--tag-ttl", "soon").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(b), "--tag-ttl") {
+		t.Fatalf("bad flag: %v\n%s", err, b)
+	}
+}
