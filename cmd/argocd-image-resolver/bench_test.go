@@ -65,3 +65,40 @@ func BenchmarkGenerateVsTool(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGenerateDaemon is a whole `generate` process for the plain-cron sample app
+// (3 image fields, 2 repositories) with a warm daemon against the same without one
+// (cold: every render lists and inspects), with 0 and 20 ms added to every registry
+// request. It reports registry requests per render.
+func BenchmarkGenerateDaemon(b *testing.B) {
+	s, cfg := demoRegistry(b)
+	socket, _ := startDaemon(b, cfg)
+	dir := "../../testdata/apps/plain-cron"
+	for _, latency := range []time.Duration{0, 20 * time.Millisecond} {
+		for _, mode := range []string{"no-daemon", "warm-daemon"} {
+			b.Run(mode+"/latency="+latency.String(), func(b *testing.B) {
+				sock := filepath.Join(b.TempDir(), "none.sock")
+				if mode == "warm-daemon" {
+					sock = socket
+				}
+				env := append(os.Environ(), "IMAGE_RESOLVER_REGISTRIES_CONFIG="+cfg, "ARGOCD_APP_NAME=shop",
+					"ARGOCD_APP_NAMESPACE=shop", "IMAGE_RESOLVER_SOCKET="+sock)
+				render := func() {
+					cmd := exec.Command(binary, "generate")
+					cmd.Dir, cmd.Env = dir, env
+					if out, err := cmd.CombinedOutput(); err != nil {
+						b.Fatalf("generate: %v\n%s", err, out)
+					}
+				}
+				render() // warms the daemon's view (and is not measured)
+				s.SetLatency(latency)
+				defer s.SetLatency(0)
+				s.ResetCounts()
+				for b.Loop() {
+					render()
+				}
+				b.ReportMetric(float64(s.Total())/float64(b.N), "requests/op")
+			})
+		}
+	}
+}

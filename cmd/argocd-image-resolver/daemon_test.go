@@ -14,7 +14,7 @@ import (
 
 // startDaemon runs `argocd-image-resolver serve` as a process on a socket in a short
 // temp dir and waits until it answers.
-func startDaemon(t *testing.T, registriesCfg string) (socket string, stop func()) {
+func startDaemon(t testing.TB, registriesCfg string) (socket string, stop func()) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "air")
 	if err != nil {
