@@ -205,7 +205,7 @@ func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	t.l.m.Requests.WithLabelValues(tg.host, requestKind(req), req.Method, status).Inc()
 	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
-		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && d > 0 {
+		if d, ok := resolve.RetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && d > 0 {
 			hs.pause(time.Now().Add(d))
 			t.l.m.Pauses.WithLabelValues(tg.host).Inc()
 		}
@@ -283,19 +283,4 @@ func requestKind(req *http.Request) string {
 		return "token"
 	}
 	return "other"
-}
-
-// parseRetryAfter parses a Retry-After header: seconds or an HTTP date.
-func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
-	}
-	return 0, false
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -42,7 +43,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil || try >= attempts || !retryable(resp.StatusCode) || (req.Body != nil && req.GetBody == nil) {
 			return resp, err
 		}
-		wait, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		wait, ok := RetryAfter(resp.Header.Get("Retry-After"), time.Now())
 		if !ok {
 			wait = backoff
 			backoff *= 2
@@ -89,8 +90,9 @@ func retryable(status int) bool {
 	return false
 }
 
-// retryAfter parses a Retry-After header: seconds or an HTTP date.
-func retryAfter(v string, now time.Time) (time.Duration, bool) {
+// RetryAfter parses a Retry-After header value: seconds or an HTTP date, relative to now.
+func RetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
 	}

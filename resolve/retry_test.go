@@ -21,9 +21,9 @@ func TestRetryAfter(t *testing.T) {
 		{"-1", 0, false},
 	}
 	for _, tt := range tests {
-		got, ok := retryAfter(tt.in, now)
+		got, ok := RetryAfter(tt.in, now)
 		if got != tt.want || ok != tt.ok {
-			t.Errorf("retryAfter(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
+			t.Errorf("RetryAfter(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
 		}
 	}
 }
