@@ -1,0 +1,114 @@
+package plugin
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+)
+
+// field indexes the settings of an image.
+type field int
+
+const (
+	fImage field = iota
+	fConstraint
+	fStrategy
+	fAllow
+	fIgnore
+	fPlatforms
+	fPinDigest
+	numFields
+)
+
+var fieldSource = [numFields]string{SourceImage, SourceConstraint, SourceStrategy, SourceAllowTags, SourceIgnoreTags, SourcePlatforms, SourcePinDigest}
+
+// value is one setting as one source gave it.
+type value struct {
+	set  bool
+	str  string          // image (as written), constraint, strategy, allowTags
+	repo name.Repository // image
+	list []string        // ignoreTags, platforms
+	b    bool            // pinDigest
+	src  string          // for ImagePolicy.Source
+	line int             // line in the policy file; 0 for parameters
+}
+
+func (v value) label() string {
+	if v.line > 0 {
+		return fmt.Sprintf("%s (line %d)", v.src, v.line)
+	}
+	return v.src
+}
+
+// imageKey describes a per-image parameter key.
+type imageKey struct {
+	key      string
+	field    field
+	kinds    []ParamKind
+	accepted string
+}
+
+var imageKeys = []imageKey{
+	{KeyUpdateStrategy, fStrategy, []ParamKind{KindString}, strategyAccepted},
+	{KeyAllowTags, fAllow, []ParamKind{KindString}, allowAccepted},
+	{KeyIgnoreTags, fIgnore, []ParamKind{KindString, KindArray}, ignoreAccepted},
+	{KeyPlatforms, fPlatforms, []ParamKind{KindString, KindArray}, platformsAccepted},
+	{KeyPinDigest, fPinDigest, []ParamKind{KindString}, pinDigestAccepted},
+}
+
+func imageKeyFor(key string) (imageKey, bool) {
+	if key == KeyTagMatch {
+		k, _ := imageKeyFor(KeyAllowTags)
+		return k, true
+	}
+	for _, k := range imageKeys {
+		if k.key == key {
+			return k, true
+		}
+	}
+	return imageKey{}, false
+}
+
+func imageKeyNames() []string {
+	var names []string
+	for _, k := range imageKeys {
+		names = append(names, k.key)
+	}
+	return names
+}
+
+// migrationKeys are argocd-image-updater annotation keys that have no meaning here.
+// They are errors rather than warnings: a warning goes to the stderr of a successful
+// run, which Argo CD only logs, and each of these keys means the user expects
+// behaviour that the resolver provides differently (see the message).
+var migrationKeys = map[string]string{
+	"helm.image-name":      "not needed: images are rewritten in the rendered manifests, whatever Helm values produced them",
+	"helm.image-tag":       "not needed: images are rewritten in the rendered manifests, whatever Helm values produced them",
+	"helm.image-spec":      "not needed: images are rewritten in the rendered manifests, whatever Helm values produced them",
+	"kustomize.image-name": "not needed: images are rewritten in the rendered manifests; name in image-list the repository as it appears in the rendered output (after Kustomize's images transformer)",
+	"force-update":         "not needed: every image a policy names is rewritten wherever it appears in a pod template of the rendered manifests; image fields of custom resources are declared by the operator",
+	"pull-secret":          "not supported: registry credentials are configured on the sidecar by the operator (cloud keychains, docker config, pull secrets)",
+}
+
+// migrationGlobal are argocd-image-updater's application-level keys with no meaning here.
+var migrationGlobal = map[string]string{
+	"force-update":       migrationKeys["force-update"],
+	"pull-secret":        migrationKeys["pull-secret"],
+	"write-back-method":  "not needed: the rendered manifests carry the resolved tags; to record them in git use parameter pin-mode (write or use)",
+	"write-back-target":  "not needed: pins are written to .argocd-image-resolver.pins.yaml beside the app when parameter pin-mode is write or use",
+	"git-branch":         "not needed: pins are committed to the Application's source branch when parameter pin-mode is write or use",
+	"git-repository":     "not needed: pins are committed to the Application's source repository when parameter pin-mode is write or use",
+	"git-commit-message": "not supported per Application: the pin commit message is configured on the sidecar by the operator",
+}
+
+func globalNames() []string {
+	return []string{ParamImageList, ParamPinMode, ParamValuesFiles, ParamHelmParameters, ParamValues}
+}
+
+// acceptedParams describes every accepted parameter name, for unknown-name errors.
+func acceptedParams() string {
+	keys := strings.Join(imageKeyNames(), ", ")
+	return strings.Join(globalNames(), ", ") + "; " + keys + " (defaults for all images); <alias>." +
+		strings.ReplaceAll(keys, ", ", ", <alias>.")
+}
