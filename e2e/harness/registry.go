@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -246,24 +248,103 @@ type Request struct {
 	Status int
 }
 
+// accessLine matches the request part of a line of the access log. distribution v3
+// wraps its handler in gorilla/handlers' CombinedLoggingHandler writing to stdout
+// (registry.NewRegistry): one line per request, written with a single write once the
+// handler has returned:
+//
+//	127.0.0.1 - - [30/Nov/2026:10:15:43 +0000] "GET /v2/demo/web/tags/list?n=1000 HTTP/1.1" 404 116 "" "curl/7.88.1"
+//
+// The URI is escaped (no spaces; '"' and '\' backslashed), so \S+ takes all of it.
+// The registry's own log lines (logrus, here warnings and errors) quote the URI as
+// http.request.uri="..." and never have this shape.
 var accessLine = regexp.MustCompile(`"([A-Z]+) (\S+) HTTP/[0-9.]+" ([0-9]{3}) `)
 
-// Requests returns the requests the registry has served so far, oldest first.
+// syncQuery marks the requests Sync makes; Requests leaves them out, so counts are
+// of what clients other than the harness asked.
+const syncQuery = "e2e-sync="
+
+// Requests returns the requests the registry has logged so far, oldest first,
+// without Sync's own. Only complete lines count: a line the registry is writing
+// while the log is read is left for the next call.
+//
+// A line is written only once the handler has returned, while net/http puts a
+// response on the wire as the handler writes it, whenever its buffers fill: a client
+// can have all of an answer before its line is in the log, so a count taken right
+// after a client finished may miss its last requests. Take marks with Sync.
 func (r *Registry) Requests() []Request {
 	data, err := os.ReadFile(r.logPath)
 	if err != nil {
 		return nil
 	}
+	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+		data = data[:i+1]
+	} else {
+		data = nil
+	}
 	var out []Request
 	for _, line := range strings.Split(string(data), "\n") {
 		m := accessLine.FindStringSubmatch(line)
-		if m == nil {
+		if m == nil || strings.Contains(m[2], syncQuery) {
 			continue
 		}
 		status, _ := strconv.Atoi(m[3])
 		out = append(out, Request{Method: m[1], URI: m[2], Status: status})
 	}
 	return out
+}
+
+// syncQuietPeriod is how long the access log must stay unchanged after Sync's own
+// request is logged.
+const syncQuietPeriod = 150 * time.Millisecond
+
+var syncSeq atomic.Int64
+
+// Sync returns len(Requests()) once every request a client has had its answer to
+// is in the access log, for counting requests exactly between two points of a test:
+//
+//	mark := reg.Sync(t)
+//	... renders ...
+//	reqs := reg.Requests()[mark:reg.Sync(t)]
+//
+// It sends its own GET /v2/?e2e-sync=N (left out of Requests) and waits until that
+// is logged, so the registry has taken every request sent before it; then it waits
+// until the log has not grown for syncQuietPeriod, for a request whose answer was
+// on the wire before its handler returned and whose line is still to be written.
+// A client that keeps asking fails the test after 10s.
+func (r *Registry) Sync(t testing.TB) int {
+	t.Helper()
+	uri := fmt.Sprintf("/v2/?%s%d", syncQuery, syncSeq.Add(1))
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + r.Host + uri)
+	if err != nil {
+		t.Fatalf("registry sync request: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+
+	deadline := time.Now().Add(10 * time.Second)
+	logged := func() bool {
+		data, err := os.ReadFile(r.logPath)
+		return err == nil && bytes.Contains(data, []byte(" "+uri+" HTTP/"))
+	}
+	for !logged() {
+		if time.Now().After(deadline) {
+			t.Fatalf("registry on %s did not log %s within 10s; log: %s", r.Host, uri, r.LogTail())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	n, since := len(r.Requests()), time.Now()
+	for time.Since(since) < syncQuietPeriod {
+		time.Sleep(10 * time.Millisecond)
+		if m := len(r.Requests()); m != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("registry on %s keeps logging requests (%d, then %d): something is still asking it", r.Host, n, m)
+			}
+			n, since = m, time.Now()
+		}
+	}
+	return n
 }
 
 // CountRequests counts the requests after the first skip whose method is method and
@@ -321,16 +402,23 @@ func (r *Registry) RegistriesConfig() string {
 // RegistriesConfigEnv names the resolver's registries config file.
 const RegistriesConfigEnv = "IMAGE_RESOLVER_REGISTRIES_CONFIG"
 
+// WriteRegistriesConfig writes RegistriesConfig to a temp file and returns its path.
+func (r *Registry) WriteRegistriesConfig(t testing.TB) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "registries.yaml")
+	if err := os.WriteFile(p, []byte(r.RegistriesConfig()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // UseRegistriesConfig writes RegistriesConfig to a temp file and sets
 // IMAGE_RESOLVER_REGISTRIES_CONFIG for the rest of the test. The generate process
 // inherits it: the cmp-server runs the plugin with its own environment plus Argo CD's
 // variables.
 func (r *Registry) UseRegistriesConfig(t *testing.T) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "registries.yaml")
-	if err := os.WriteFile(p, []byte(r.RegistriesConfig()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	p := r.WriteRegistriesConfig(t)
 	t.Setenv(RegistriesConfigEnv, p)
 	return p
 }
