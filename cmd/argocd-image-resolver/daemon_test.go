@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,11 +11,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
 // startDaemon runs `argocd-image-resolver serve` as a process on a socket in a short
 // temp dir and waits until it answers.
-func startDaemon(t testing.TB, registriesCfg string) (socket string, stop func()) {
+func startDaemon(t testing.TB, registriesCfg string, flags ...string) (socket string, stop func()) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "air")
 	if err != nil {
@@ -22,7 +25,8 @@ func startDaemon(t testing.TB, registriesCfg string) (socket string, stop func()
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	socket = filepath.Join(dir, "d.sock")
-	cmd := exec.Command(binary, "serve", "--socket", socket, "--metrics-addr", "127.0.0.1:0", "--registries-config", registriesCfg)
+	args := append([]string{"serve", "--socket", socket, "--metrics-addr", "127.0.0.1:0", "--registries-config", registriesCfg}, flags...)
+	cmd := exec.Command(binary, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "DOCKER_CONFIG=" + t.TempDir()}
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -92,5 +96,45 @@ func TestGenerateThroughDaemon(t *testing.T) {
 	}
 	if !strings.Contains(third.stderr, "daemon unreachable") || strings.Count(strings.TrimSpace(third.stderr), "\n") != 0 {
 		t.Errorf("fallback must be said in one stderr line, got %q", third.stderr)
+	}
+}
+
+// Stale-if-error through the real daemon: a registry that fails for everything after
+// the TTLs expired still renders, from the last good answers, flagged on the objects
+// and on stderr; a daemon with nothing cached fails with the registry's answer.
+func TestGenerateStaleIfError(t *testing.T) {
+	s, cfg := demoRegistry(t)
+	socket, _ := startDaemon(t, cfg, "--tag-ttl", "1s", "--head-ttl", "1s", "--refresh-ahead", "0")
+	env := map[string]string{"IMAGE_RESOLVER_SOCKET": socket, "ARGOCD_APP_NAME": "shop", "ARGOCD_APP_NAMESPACE": "shop"}
+	dir := "../../testdata/apps/plain-cron"
+	fresh := generateEnv(t, dir, env)
+	if fresh.code != 0 || strings.Contains(fresh.stdout, "argocd-image-resolver/stale") {
+		t.Fatalf("fresh render: exit %d, stale annotation present: %s", fresh.code, fresh.stderr)
+	}
+	s.Inject(rt.Fault{Status: http.StatusServiceUnavailable})
+	time.Sleep(1100 * time.Millisecond) // let every TTL of the daemon expire
+	stale := generateEnv(t, dir, env)
+	if stale.code != 0 {
+		t.Fatalf("stale render: exit %d: %s", stale.code, stale.stderr)
+	}
+	if images(t, stale.stdout)[0] != images(t, fresh.stdout)[0] {
+		t.Errorf("stale render changed images: %v vs %v", images(t, stale.stdout), images(t, fresh.stdout))
+	}
+	for _, want := range []string{"argocd-image-resolver/stale: 'batch'", "argocd-image-resolver/stale: 'web'"} {
+		if !strings.Contains(stale.stdout, want) {
+			t.Errorf("output lacks %q:\n%s\nstderr: %s", want, stale.stdout, stale.stderr)
+		}
+	}
+	if !strings.Contains(stale.stderr, "stale:") {
+		t.Errorf("stderr does not say the answers are stale: %q", stale.stderr)
+	}
+	if s.Count(rt.Tags) == 0 {
+		t.Error("the daemon did not try the registry after the TTL")
+	}
+
+	coldSocket, _ := startDaemon(t, cfg)
+	cold := generateEnv(t, dir, map[string]string{"IMAGE_RESOLVER_SOCKET": coldSocket, "ARGOCD_APP_NAME": "shop"})
+	if cold.code != 1 || cold.stdout != "" || !strings.Contains(cold.stderr, "UNAVAILABLE") {
+		t.Errorf("cold daemon, registry down: exit %d, stdout %d bytes, stderr %q; want exit 1 with the registry's answer", cold.code, len(cold.stdout), cold.stderr)
 	}
 }
