@@ -5,9 +5,9 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/argocd-image-resolver ./cmd/argocd-image-resolver
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/argocd-image-resolver ./cmd/argocd-image-resolver-generate
 
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/argocd-image-resolver /usr/local/bin/argocd-image-resolver
+COPY --from=build /out/argocd-image-resolver /out/argocd-image-resolver-generate /usr/local/bin/
 USER 999:999
 ENTRYPOINT ["argocd-image-resolver", "sidecar", "--", "/var/run/argocd/argocd-cmp-server"]

@@ -12,6 +12,7 @@ all: build
 
 build:
 	$(GO) build -o $(BIN)/argocd-image-resolver ./cmd/argocd-image-resolver
+	$(GO) build -o $(BIN)/argocd-image-resolver-generate ./cmd/argocd-image-resolver-generate
 
 ## demo: resolve and render the sample apps against an embedded registry (no network, no cluster)
 demo: build

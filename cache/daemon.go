@@ -32,6 +32,8 @@ type Daemon struct {
 	Resolver *resolve.Resolver
 	Server   *Server
 
+	extra map[string]http.Handler // more socket endpoints, from Handle
+
 	mu        sync.Mutex
 	socketLn  net.Listener
 	metricsLn net.Listener
@@ -110,6 +112,28 @@ func NewDaemon(cfg Config, opts ...DaemonOption) (*Daemon, error) {
 	return d, nil
 }
 
+// Handle adds an endpoint to the socket API, next to /v1/resolve; call it before Run.
+// It lets the caller serve what the cache knows nothing of (the delegated render).
+func (d *Daemon) Handle(pattern string, h http.Handler) {
+	if d.extra == nil {
+		d.extra = map[string]http.Handler{}
+	}
+	d.extra[pattern] = h
+}
+
+// socketHandler is the socket API: the resolver's endpoints and those added by Handle.
+func (d *Daemon) socketHandler() http.Handler {
+	if len(d.extra) == 0 {
+		return d.Server.Handler()
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", d.Server.Handler())
+	for pattern, h := range d.extra {
+		mux.Handle(pattern, h)
+	}
+	return mux
+}
+
 // Config returns the daemon's configuration.
 func (d *Daemon) Config() Config { return d.cfg }
 
@@ -179,7 +203,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.Registry.Close()
 		return err
 	}
-	servers := []*http.Server{{Handler: d.Server.Handler(), ReadHeaderTimeout: 10 * time.Second}}
+	servers := []*http.Server{{Handler: d.socketHandler(), ReadHeaderTimeout: 10 * time.Second}}
 	listeners := []net.Listener{d.socketLn}
 	if d.metricsLn != nil {
 		servers = append(servers, &http.Server{Handler: d.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second})

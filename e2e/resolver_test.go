@@ -213,7 +213,7 @@ func expectRenderError(t *testing.T, repo *harness.GitRepo, app harness.App, wan
 	if strings.Contains(msg, "DeadlineExceeded") || strings.Contains(msg, "context deadline exceeded") {
 		t.Errorf("render hit the request deadline after %s instead of failing by itself: %s", time.Since(start), msg)
 	}
-	if !strings.Contains(msg, "`argocd-image-resolver generate` failed exit status") {
+	if !strings.Contains(msg, "`argocd-image-resolver-generate` failed exit status") {
 		t.Errorf("error is not the generate command's failure as Argo CD reports it:\n%s", msg)
 	}
 	t.Logf("GenerateManifests error (as the app's ComparisonError shows it): %s", msg)
@@ -428,7 +428,7 @@ func TestPluginYAML(t *testing.T) {
 	if got := cfg.Metadata.Name + "-" + cfg.Spec.Version; got != "image-resolver-v1" {
 		t.Errorf("plugin name = %q", got)
 	}
-	if got := strings.Join(cfg.Spec.Generate.Command, " "); got != "argocd-image-resolver generate" {
+	if got := strings.Join(cfg.Spec.Generate.Command, " "); got != "argocd-image-resolver-generate" {
 		t.Errorf("generate = %q", got)
 	}
 	if got := strings.Join(cfg.Spec.Parameters.Dynamic.Command, " "); got != "argocd-image-resolver parameters" {

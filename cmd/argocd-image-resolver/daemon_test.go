@@ -138,3 +138,46 @@ func TestGenerateStaleIfError(t *testing.T) {
 		t.Errorf("cold daemon, registry down: exit %d, stdout %d bytes, stderr %q; want exit 1 with the registry's answer", cold.code, len(cold.stdout), cold.stderr)
 	}
 }
+
+// plugin.yaml's generate command, argocd-image-resolver-generate: the daemon renders,
+// byte for byte as generate would; without a daemon it runs generate in its place.
+func TestThinGenerate(t *testing.T) {
+	s, cfg := demoRegistry(t)
+	socket, stop := startDaemon(t, cfg)
+	for _, app := range []string{"helm-web", "kustomize-overlay/overlay", "plain-cron", "arm64-pinned"} {
+		dir := filepath.Join("../../testdata/apps", app)
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := map[string]string{"ARGOCD_APP_NAME": "shop", "ARGOCD_APP_NAMESPACE": "shop", "ARGOCD_APP_SOURCE_PATH": "testdata/apps/" + app}
+		direct := generate(t, dir, map[string]string{"IMAGE_RESOLVER_REGISTRIES_CONFIG": cfg, "ARGOCD_APP_NAME": "shop",
+			"ARGOCD_APP_NAMESPACE": "shop", "ARGOCD_APP_SOURCE_PATH": "testdata/apps/" + app})
+		env["IMAGE_RESOLVER_SOCKET"] = socket
+		thin := runIn(t, abs, env, thinBinary)
+		if thin.code != 0 || direct.code != 0 || thin.stdout != direct.stdout {
+			t.Errorf("%s: thin exit %d (%s), direct exit %d (%s): outputs differ", app, thin.code, thin.stderr, direct.code, direct.stderr)
+		}
+		if strings.Contains(thin.stderr, "unreachable") {
+			t.Errorf("%s: thin generate did not reach the daemon: %s", app, thin.stderr)
+		}
+	}
+	s.ResetCounts()
+	again := runIn(t, "../../testdata/apps/plain-cron", map[string]string{"IMAGE_RESOLVER_SOCKET": socket, "ARGOCD_APP_NAME": "shop"}, thinBinary)
+	if again.code != 0 || s.Total() != 0 {
+		t.Errorf("warm delegated render: exit %d, %d registry requests; want 0, 0", again.code, s.Total())
+	}
+
+	bad := runIn(t, "../../testdata/apps/plain-cron", map[string]string{"IMAGE_RESOLVER_SOCKET": socket, "ARGOCD_APP_NAME": "shop",
+		"ARGOCD_APP_PARAMETERS": params("web.update-strategy", "fastest")}, thinBinary)
+	if bad.code != 1 || bad.stdout != "" || !strings.Contains(bad.stderr, `parameter "web.update-strategy": invalid value "fastest"`) {
+		t.Errorf("bad parameter through the daemon: exit %d, stdout %q, stderr %q", bad.code, bad.stdout, bad.stderr)
+	}
+
+	stop()
+	fallback := runIn(t, "../../testdata/apps/plain-cron", map[string]string{"IMAGE_RESOLVER_SOCKET": socket,
+		"IMAGE_RESOLVER_REGISTRIES_CONFIG": cfg, "ARGOCD_APP_NAME": "shop"}, thinBinary)
+	if fallback.code != 0 || fallback.stdout != again.stdout || !strings.Contains(fallback.stderr, "daemon unreachable") {
+		t.Errorf("daemon down: exit %d, stderr %q; want the same output, rendered in-process", fallback.code, fallback.stderr)
+	}
+}

@@ -18,8 +18,9 @@ import (
 )
 
 // binary is the argocd-image-resolver built once for these tests: generate runs as a
-// process, as Argo CD's CMP server runs it.
-var binary string
+// process, as Argo CD's CMP server runs it. thinBinary is plugin.yaml's generate
+// command, argocd-image-resolver-generate, built next to it.
+var binary, thinBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "air-bin")
@@ -27,9 +28,12 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "argocd-image-resolver")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
-		os.Exit(1)
+	thinBinary = filepath.Join(dir, "argocd-image-resolver-generate")
+	for out, pkg := range map[string]string{binary: ".", thinBinary: "../argocd-image-resolver-generate"} {
+		if log, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, log)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -75,7 +79,13 @@ func generate(t *testing.T, dir string, env map[string]string) run {
 // generateEnv runs generate with exactly env (plus PATH, HOME and an empty DOCKER_CONFIG).
 func generateEnv(t *testing.T, dir string, env map[string]string) run {
 	t.Helper()
-	cmd := exec.Command(binary, "generate")
+	return runIn(t, dir, env, binary, "generate")
+}
+
+// runIn runs a command in dir with exactly env (plus PATH, HOME, an empty DOCKER_CONFIG).
+func runIn(t *testing.T, dir string, env map[string]string, name string, args ...string) run {
+	t.Helper()
+	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "DOCKER_CONFIG=" + t.TempDir()}
 	for k, v := range env {

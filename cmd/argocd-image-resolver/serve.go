@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -64,7 +65,12 @@ func newDaemon(cfg cache.Config, log *slog.Logger) (*cache.Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cache.NewDaemon(cfg, cache.WithLogger(log), cache.WithRemoteOptions(resolve.WithKeychain(kc)))
+	d, err := cache.NewDaemon(cfg, cache.WithLogger(log), cache.WithRemoteOptions(resolve.WithKeychain(kc)))
+	if err != nil {
+		return nil, err
+	}
+	d.Handle("POST "+delegate.Path, delegatedGenerate(d.Server, log))
+	return d, nil
 }
 
 // logFlags are the daemon's logging flags.

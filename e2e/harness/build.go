@@ -13,8 +13,13 @@ import (
 	"time"
 )
 
-// ResolverBinaryName is the command plugin.yaml runs.
-const ResolverBinaryName = "argocd-image-resolver"
+// ResolverBinaryName is the full binary (parameters, serve, the in-process render);
+// GenerateBinaryName is plugin.yaml's generate command, which hands the render to the
+// daemon or runs the full binary's generate in its place.
+const (
+	ResolverBinaryName = "argocd-image-resolver"
+	GenerateBinaryName = "argocd-image-resolver-generate"
+)
 
 type buildResult struct {
 	once sync.Once
@@ -27,8 +32,12 @@ var builds sync.Map // package path -> *buildResult
 // ResolverBinary builds ./cmd/argocd-image-resolver of the main module once per test
 // run into the bin dir that Main put first on PATH, and returns its path. A build
 // failure fails the calling test (and every later caller) with the compiler's output.
+//
+// It also builds ./cmd/argocd-image-resolver-generate, plugin.yaml's generate command,
+// which hands the render to the daemon or runs this binary in its place.
 func ResolverBinary(t testing.TB) string {
 	t.Helper()
+	buildOnce(t, "./cmd/argocd-image-resolver-generate", filepath.Join(state.binDir, GenerateBinaryName))
 	return buildOnce(t, "./cmd/argocd-image-resolver", filepath.Join(state.binDir, ResolverBinaryName))
 }
 

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -143,8 +142,8 @@ func StartRepoPlugin(t testing.TB) *CMPServer {
 		t.Fatalf("plugin.yaml names the plugin %q; Applications use %q", got, "image-resolver-v1")
 	}
 	gen := append(append([]string{}, s.Config.Spec.Generate.Command...), s.Config.Spec.Generate.Args...)
-	if cmd := strings.Join(gen, " "); !strings.HasPrefix(cmd, ResolverBinaryName+" generate") {
-		t.Fatalf("plugin.yaml spec.generate.command is %q, want %q", cmd, fmt.Sprintf("%s generate", ResolverBinaryName))
+	if cmd := strings.Join(gen, " "); cmd != GenerateBinaryName {
+		t.Fatalf("plugin.yaml spec.generate.command is %q, want %q", cmd, GenerateBinaryName)
 	}
 	return s
 }

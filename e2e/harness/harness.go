@@ -39,7 +39,7 @@ var state struct {
 //     108 bytes), where cmp-servers listen and GenerateManifests looks for them;
 //   - ARGOCD_CMP_WORKDIR: where the cmp-server extracts the streamed repository;
 //   - PATH: a bin dir first, where the argocd-image-resolver binary is built on first
-//     use, so plugin.yaml's `argocd-image-resolver generate` finds it.
+//     use, so plugin.yaml's `argocd-image-resolver-generate` finds it (and the full binary next to it).
 //
 // It returns the exit code for os.Exit.
 func Main(m *testing.M) int {
