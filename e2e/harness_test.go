@@ -211,7 +211,7 @@ func TestArgoCDHarness(t *testing.T) {
 	t.Run("a missing registry binary says how to build it", func(t *testing.T) {
 		t.Setenv("E2E_REGISTRY_BIN", filepath.Join(t.TempDir(), "no-registry"))
 		if _, err := os.Stat(harness.RegistryBinary()); err == nil {
-			t.Skip("unexpected file")
+			t.Fatalf("%s exists; E2E_REGISTRY_BIN was not honoured", harness.RegistryBinary())
 		}
 		msg := runExpectingFatal(t, func(tb testing.TB) { harness.StartRegistry(tb) })
 		if !strings.Contains(msg, "make e2e-registry") {
