@@ -465,6 +465,11 @@ func (l *ttlLayer[V]) fill(ctx context.Context, key, repoKey string, fetch fetch
 		}
 		fctx, cancel := l.r.fetchContext(repoKey)
 		defer cancel()
+		if old != nil && l.r.o.staleFor > 0 {
+			// An expired entry can answer if the registry fails: a render serves it at
+			// once rather than waiting out retries (refresh-ahead still retries).
+			fctx = resolve.WithoutRetries(fctx)
+		}
 		v, err := fetch(fctx, old)
 		if err != nil {
 			return nil, err

@@ -35,8 +35,21 @@ type retryTransport struct {
 	sleep func(ctx context.Context, d time.Duration) error
 }
 
+// noRetryKey marks a context whose requests are tried once.
+type noRetryKey struct{}
+
+// WithoutRetries returns ctx marked so that registry requests made with it are tried
+// once, not retried: for a caller that has an answer to fall back on (a stale cache
+// entry) and would rather serve it now than wait out backoffs and Retry-After.
+func WithoutRetries(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noRetryKey{}, true)
+}
+
 func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	attempts := max(t.policy.Attempts, 1)
+	if req.Context().Value(noRetryKey{}) != nil {
+		attempts = 1
+	}
 	backoff := t.policy.Backoff
 	for try := 1; ; try++ {
 		resp, err := t.next.RoundTrip(req)
