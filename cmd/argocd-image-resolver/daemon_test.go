@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
@@ -182,5 +184,13 @@ func TestThinGenerate(t *testing.T) {
 		"IMAGE_RESOLVER_REGISTRIES_CONFIG": cfg, "ARGOCD_APP_NAME": "shop"}, thinBinary)
 	if fallback.code != 0 || fallback.stdout != again.stdout || !strings.Contains(fallback.stderr, "daemon unreachable") {
 		t.Errorf("daemon down: exit %d, stderr %q; want the same output, rendered in-process", fallback.code, fallback.stderr)
+	}
+}
+
+// The thin generate binary cannot import cache (it links no registry code), so it
+// keeps its own copy of where the daemon listens: they must agree.
+func TestDelegateFindsTheDaemonWhereItListens(t *testing.T) {
+	if delegate.SocketEnv != cache.SocketEnv || delegate.DefaultSocket != cache.DefaultSocket {
+		t.Errorf("delegate socket %s=%s, daemon %s=%s", delegate.SocketEnv, delegate.DefaultSocket, cache.SocketEnv, cache.DefaultSocket)
 	}
 }

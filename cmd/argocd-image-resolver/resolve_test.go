@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -16,22 +15,16 @@ import (
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
-// resolveCmd runs `argocd-image-resolver resolve args...` as a process.
+// resolveCmd runs `argocd-image-resolver resolve args...` as a process with env
+// (NAME=VALUE entries).
 func resolveCmd(t *testing.T, env []string, args ...string) run {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"resolve"}, args...)...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "DOCKER_CONFIG=" + t.TempDir()}, env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
+	m := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
 	}
-	return run{stdout.String(), stderr.String(), code}
+	return runIn(t, "", m, binary, append([]string{"resolve"}, args...)...)
 }
 
 func TestResolveCommandJSONAndExitCodes(t *testing.T) {
