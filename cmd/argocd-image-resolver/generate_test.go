@@ -338,3 +338,30 @@ func TestGenerateRegistryDown(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 naming the failed tag list", r.code, r.stdout, r.stderr)
 	}
 }
+
+// Image fields of custom resources, declared by the operator on the sidecar.
+func TestGenerateExtraImagePaths(t *testing.T) {
+	_, cfg := demoRegistry(t)
+	dir := t.TempDir()
+	files := map[string]string{
+		"wf.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata:\n  name: nightly\nspec:\n  templates:\n  - name: a\n    container:\n      image: registry.demo.local/demo/web:1.0.0\n",
+		".argocd-image-resolver.yaml": "images:\n  web:\n    image: registry.demo.local/demo/web\n    platforms: [linux/amd64]\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"IMAGE_RESOLVER_REGISTRIES_CONFIG": cfg, "ARGOCD_APP_NAME": "wf"}
+	if r := generate(t, dir, env); r.code != 0 || !strings.Contains(r.stdout, "image: registry.demo.local/demo/web:1.0.0") {
+		t.Errorf("without the extra path the Workflow must be left alone: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	env["IMAGE_RESOLVER_EXTRA_IMAGE_PATHS"] = "Workflow.argoproj.io:spec.templates[].container.image"
+	if r := generate(t, dir, env); r.code != 0 || !strings.Contains(r.stdout, "image: registry.demo.local/demo/web:1.1.0") {
+		t.Errorf("with the extra path: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	env["IMAGE_RESOLVER_EXTRA_IMAGE_PATHS"] = "Workflow:"
+	if r := generate(t, dir, env); r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, `IMAGE_RESOLVER_EXTRA_IMAGE_PATHS: invalid value "Workflow:"`) {
+		t.Errorf("bad extra path: exit %d, stderr %q", r.code, r.stderr)
+	}
+}

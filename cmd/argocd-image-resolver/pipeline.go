@@ -65,7 +65,11 @@ func renderApp(ctx context.Context, dir string, env *plugin.Env, batch resolve.B
 	if err != nil {
 		return nil, nil, err
 	}
-	uses, err := render.FindImages(rendered.Objects)
+	extra, err := parseExtraPaths(os.Getenv(extraImagePathsEnv))
+	if err != nil {
+		return nil, nil, err
+	}
+	uses, err := render.FindImages(rendered.Objects, extra...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -233,4 +237,32 @@ func repoRoot(appDir, sourcePath string) string {
 		return strings.TrimSuffix(appDir, string(os.PathSeparator)+clean)
 	}
 	return appDir
+}
+
+// extraImagePathsEnv names the operator's image fields of custom resources, set on
+// the sidecar: Kind[.group]:path entries separated by ";", e.g.
+// "Workflow.argoproj.io:spec.templates[].container.image;Memcached.cache.example.com:spec.image".
+const extraImagePathsEnv = "IMAGE_RESOLVER_EXTRA_IMAGE_PATHS"
+
+// parseExtraPaths parses extraImagePathsEnv's value.
+func parseExtraPaths(v string) ([]render.ExtraPath, error) {
+	const accepted = `Kind[.group]:path entries separated by ";", e.g. Workflow.argoproj.io:spec.templates[].container.image`
+	var out []render.ExtraPath
+	for _, item := range strings.Split(v, ";") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		kindGroup, path, ok := strings.Cut(item, ":")
+		kind, group, _ := strings.Cut(kindGroup, ".")
+		if !ok || kind == "" || path == "" {
+			return nil, &resolve.InputError{Field: extraImagePathsEnv, Value: item, Accepted: accepted}
+		}
+		p := render.ExtraPath{Group: group, Kind: kind, Path: path}
+		if err := p.Validate(); err != nil {
+			return nil, &resolve.InputError{Field: extraImagePathsEnv, Value: item, Accepted: accepted, Err: err}
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
