@@ -344,7 +344,7 @@ func TestGenerateExtraImagePaths(t *testing.T) {
 	_, cfg := demoRegistry(t)
 	dir := t.TempDir()
 	files := map[string]string{
-		"wf.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata:\n  name: nightly\nspec:\n  templates:\n  - name: a\n    container:\n      image: registry.demo.local/demo/web:1.0.0\n",
+		"wf.yaml":                     "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata:\n  name: nightly\nspec:\n  templates:\n  - name: a\n    container:\n      image: registry.demo.local/demo/web:1.0.0\n",
 		".argocd-image-resolver.yaml": "images:\n  web:\n    image: registry.demo.local/demo/web\n    platforms: [linux/amd64]\n",
 	}
 	for name, body := range files {
