@@ -28,6 +28,7 @@ type substitution struct {
 	use    render.ImageUse
 	policy *plugin.ImagePolicy
 	req    resolve.Request
+	reqIdx int // index of req in the batch (identical requests are sent once)
 	answer resolve.Answer
 	newRef string
 }
@@ -97,11 +98,13 @@ func renderApp(ctx context.Context, dir string, env *plugin.Env, batch resolve.B
 		}
 		req := resolve.Request{Image: ip.Written, Policy: spec}
 		key := ip.Written + "\x00" + strings.Join(spec.Platforms, ",")
-		if _, ok := index[key]; !ok {
-			index[key] = len(reqs)
+		i, ok := index[key]
+		if !ok {
+			i = len(reqs)
+			index[key] = i
 			reqs = append(reqs, req)
 		}
-		report.subs = append(report.subs, &substitution{use: u, policy: ip, req: req})
+		report.subs = append(report.subs, &substitution{use: u, policy: ip, req: req, reqIdx: i})
 	}
 	if unused := unusedAliases(pol, report.subs); len(unused) > 0 {
 		report.notes = append(report.notes, fmt.Sprintf("no image field uses the repository of %s", strings.Join(unused, ", ")))
@@ -121,8 +124,7 @@ func renderApp(ctx context.Context, dir string, env *plugin.Env, batch resolve.B
 	}
 	var failures []*failure
 	for _, s := range report.subs {
-		key := s.req.Image + "\x00" + strings.Join(s.req.Policy.Platforms, ",")
-		s.answer = answers[index[key]]
+		s.answer = answers[s.reqIdx]
 		if err := s.answer.Err(); err != nil {
 			i := slices.IndexFunc(failures, func(f *failure) bool { return f.alias == s.policy.Alias && f.err.Error() == err.Error() })
 			if i < 0 {

@@ -36,11 +36,7 @@ func newServeCommand() *cobra.Command {
 		Long:  daemonLong,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := logs.logger(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			cfg, err := flags.Load(os.LookupEnv)
+			log, cfg, err := daemonSettings(cmd, &logs, flags)
 			if err != nil {
 				return err
 			}
@@ -55,6 +51,17 @@ func newServeCommand() *cobra.Command {
 	flags = cache.AddFlags(cmd.Flags())
 	logs.add(cmd)
 	return cmd
+}
+
+// daemonSettings reads the logging flags and the daemon's configuration (file, env,
+// flags), for serve and sidecar alike.
+func daemonSettings(cmd *cobra.Command, logs *logFlags, flags *cache.Flags) (*slog.Logger, cache.Config, error) {
+	log, err := logs.logger(cmd.ErrOrStderr())
+	if err != nil {
+		return nil, cache.Config{}, err
+	}
+	cfg, err := flags.Load(os.LookupEnv)
+	return log, cfg, err
 }
 
 // newDaemon builds the daemon with the registries' credentials keychain, as

@@ -44,11 +44,7 @@ makes the sidecar exit 0.
   argocd-image-resolver sidecar --config /etc/image-resolver/config.yaml -- /var/run/argocd/argocd-cmp-server --loglevel debug`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			log, err := logs.logger(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			cfg, err := flags.Load(os.LookupEnv)
+			log, cfg, err := daemonSettings(cmd, &logs, flags)
 			if err != nil {
 				return err
 			}
