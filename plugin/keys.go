@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
 // field indexes the settings of an image.
@@ -50,7 +52,7 @@ type imageKey struct {
 }
 
 var imageKeys = []imageKey{
-	{KeyUpdateStrategy, fStrategy, []ParamKind{KindString}, strategyAccepted},
+	{KeyUpdateStrategy, fStrategy, []ParamKind{KindString}, resolve.StrategyAccepted},
 	{KeyAllowTags, fAllow, []ParamKind{KindString}, allowAccepted},
 	{KeyIgnoreTags, fIgnore, []ParamKind{KindString, KindArray}, ignoreAccepted},
 	{KeyPlatforms, fPlatforms, []ParamKind{KindString, KindArray}, platformsAccepted},

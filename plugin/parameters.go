@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
 // ParameterAnnouncement is one entry of the dynamic parameter announcement, with the
@@ -76,7 +78,7 @@ func Announcements(appDir string) ([]ParameterAnnouncement, error) {
 		ParameterAnnouncement{
 			Name:           ParamPinMode,
 			Title:          "Pin mode",
-			Tooltip:        "off: resolve live; write: resolve live and commit the pins to git as a record; use: render from the pins file in git, new pins are committed. Accepted: " + pinModeAccepted + ".",
+			Tooltip:        "off: resolve live at every render. Accepted: " + pinModeAccepted + " (write and use arrive with pins in git).",
 			ItemType:       "string",
 			CollectionType: "string",
 			String:         PinOff,
@@ -128,7 +130,7 @@ func keyAnnouncements(prefix, subject string, ip *ImagePolicy) []ParameterAnnoun
 		{
 			Name:           prefix + KeyUpdateStrategy,
 			Title:          subject + ": update strategy",
-			Tooltip:        "How tags are ordered. Accepted: " + strategyAccepted + ".",
+			Tooltip:        "How tags are ordered. Accepted: " + resolve.StrategyAccepted + ".",
 			ItemType:       "string",
 			CollectionType: "string",
 			String:         strategy,

@@ -42,12 +42,11 @@ const (
 
 // Accepted forms, for messages and tooltips.
 const (
-	strategyAccepted   = "semver (default), newest-build, digest, alphabetical, numeric (old names: latest, name)"
 	allowAccepted      = "regexp:EXPR, glob:PATTERN or any"
 	ignoreAccepted     = "globs, comma-separated or one per array item (regexp:EXPR takes a whole item)"
 	platformsAccepted  = "os/arch[/variant], comma-separated or one per array item, e.g. linux/amd64,linux/arm64"
 	pinDigestAccepted  = "true or false"
-	pinModeAccepted    = "off (default), write, use"
+	pinModeAccepted    = "off"
 	imageListAccepted  = "alias=repository[:constraint], comma-separated or one per array item, e.g. web=ghcr.io/org/web:~1.2"
 	aliasAccepted      = "letters, digits, - and _, starting with a letter or digit (/ is read as _)"
 	valuesFilesAcc     = "an array of values file paths (or one comma-separated string)"
@@ -72,7 +71,7 @@ const (
 type AppPolicy struct {
 	// Images are the image policies, sorted by alias.
 	Images []ImagePolicy
-	// PinMode is off, write or use.
+	// PinMode is off; write and use are reserved for pins in git and refused.
 	PinMode string
 	// Helm holds source parameters passed through to the renderer.
 	Helm HelmParams
@@ -232,7 +231,7 @@ func buildPolicy(pf *policyFile, params Parameters) (*AppPolicy, error) {
 				case "", PinOff:
 					out.PinMode = PinOff
 				case PinWrite, PinUse:
-					out.PinMode = v
+					m.failf("%s: pin-mode %q is not available yet: pins in git arrive with a later release (accepted: %s)", paramSource(p.Name), v, pinModeAccepted)
 				default:
 					m.fail(&resolve.InputError{Field: paramSource(p.Name), Value: p.String, Accepted: pinModeAccepted})
 				}
@@ -510,16 +509,16 @@ func (m *merger) compile(alias string, fi *fileImage, merged [numFields]value) *
 		var ie *resolve.InputError
 		if errors.As(err, &ie) {
 			f := fImage
-			switch ie.Field {
-			case "update-strategy":
+			switch ie.Policy {
+			case resolve.FieldStrategy:
 				f = fStrategy
-			case "constraint":
+			case resolve.FieldConstraint:
 				f = fConstraint
-			case "allow-tags":
+			case resolve.FieldAllowTags:
 				f = fAllow
-			case "ignore-tags":
+			case resolve.FieldIgnoreTags:
 				f = fIgnore
-			case "platforms":
+			case resolve.FieldPlatforms:
 				f = fPlatforms
 			}
 			label = fieldLabel(alias, merged, f, fi)
@@ -573,24 +572,11 @@ func (m *merger) checkSameRepository(images []ImagePolicy) {
 			continue
 		}
 		first := images[j]
-		if canonicalPolicy(first.Policy) != canonicalPolicy(ip.Policy) {
+		if first.Policy.String() != ip.Policy.String() {
 			m.failf("aliases %q (%s) and %q (%s) both name repository %s with different policies; the rewrite matches images by repository and could not tell which applies (accepted: one alias per repository, or equal policies)",
 				first.Alias, first.Source[SourceImage], ip.Alias, ip.Source[SourceImage], key)
 		}
 	}
-}
-
-func canonicalPolicy(p *resolve.Policy) string {
-	var ignore []string
-	for _, m := range p.Ignore {
-		ignore = append(ignore, m.String())
-	}
-	allow := "any"
-	if p.Allow != nil {
-		allow = p.Allow.String()
-	}
-	return fmt.Sprintf("%s|%s|%s|%q|%q|%t", p.Strategy, p.Constraint, allow, ignore,
-		resolve.PlatformStrings(p.Platforms), p.PinDigest)
 }
 
 // suggest returns ` ; did you mean "x"?` for the closest candidate, or "".

@@ -78,7 +78,7 @@ func TestLoadPolicyFile(t *testing.T) {
 	if web.Written != "registry.example.com/team/web" || web.Repo.String() != "registry.example.com/team/web" {
 		t.Errorf("web image = %q %q", web.Written, web.Repo)
 	}
-	if web.Policy == nil || web.Policy.Strategy != resolve.Semver || len(web.Policy.Platforms) != 2 {
+	if web.Policy == nil || web.Policy.Strategy() != resolve.Semver || len(web.Policy.Platforms()) != 2 {
 		t.Errorf("web policy = %+v", web.Policy)
 	}
 	wantSrc := map[string]string{}
@@ -89,8 +89,8 @@ func TestLoadPolicyFile(t *testing.T) {
 		t.Errorf("web source = %v\nwant %v", web.Source, wantSrc)
 	}
 	worker := img(t, pol, "worker")
-	if !worker.Spec.PinDigest || worker.Policy.Strategy != resolve.NewestBuild ||
-		!reflect.DeepEqual(worker.Spec.IgnoreTags, []string{"*-dirty, latest"}) || len(worker.Policy.Ignore) != 2 {
+	if !worker.Spec.PinDigest || worker.Policy.Strategy() != resolve.NewestBuild ||
+		!reflect.DeepEqual(worker.Spec.IgnoreTags, []string{"*-dirty, latest"}) || len(worker.Policy.IgnoreTags()) != 2 {
 		t.Errorf("worker = %+v / %+v", worker.Spec, worker.Policy)
 	}
 	if pol.PinMode != PinOff || len(pol.Warnings) != 0 {
@@ -154,7 +154,7 @@ func TestLoadPolicyFileForms(t *testing.T) {
 			img(t, pol, "argoproj_argocd")
 		}},
 		{"deprecated strategy", "images:\n  web:\n    image: nginx\n    strategy: name\n", func(t *testing.T, pol *AppPolicy) {
-			if got := img(t, pol, "web").Policy.Strategy; got != resolve.Alphabetical {
+			if got := img(t, pol, "web").Policy.Strategy(); got != resolve.Alphabetical {
 				t.Errorf("strategy %q", got)
 			}
 			want := []string{`file .argocd-image-resolver.yaml key images.web.strategy (line 4): update-strategy "name" is deprecated; use "alphabetical"`}
@@ -221,7 +221,7 @@ func TestLoadPolicyParameters(t *testing.T) {
 				if !reflect.DeepEqual(web.Spec, want) {
 					t.Errorf("spec %+v\nwant %+v", web.Spec, want)
 				}
-				if len(web.Policy.Ignore) != 2 || len(web.Policy.Platforms) != 2 {
+				if len(web.Policy.IgnoreTags()) != 2 || len(web.Policy.Platforms()) != 2 {
 					t.Errorf("policy %+v", web.Policy)
 				}
 				if web.Source["strategy"] != `parameter "web.update-strategy"` || web.Source["pinDigest"] != `parameter "web.pin-digest"` {
@@ -234,7 +234,7 @@ func TestLoadPolicyParameters(t *testing.T) {
 			params: Parameters{pa("image-list", "web=ghcr.io/org/web"), pa("web.ignore-tags", "*-rc*", "regexp:^dev-(a|b)$"), pa("web.platforms", "linux/amd64", "linux/arm/v7"), ps("web.pin-digest", "false")},
 			check: func(t *testing.T, pol *AppPolicy) {
 				web := img(t, pol, "web")
-				if len(web.Policy.Ignore) != 2 || resolve.PlatformStrings(web.Policy.Platforms)[1] != "linux/arm/v7" || web.Spec.PinDigest {
+				if len(web.Policy.IgnoreTags()) != 2 || resolve.PlatformStrings(web.Policy.Platforms())[1] != "linux/arm/v7" || web.Spec.PinDigest {
 					t.Errorf("policy %+v", web.Policy)
 				}
 			},
@@ -245,10 +245,10 @@ func TestLoadPolicyParameters(t *testing.T) {
 			params: Parameters{ps("update-strategy", "numeric"), pa("platforms", "linux/arm64"), ps("pin-digest", "true")},
 			check: func(t *testing.T, pol *AppPolicy) {
 				web, api := img(t, pol, "web"), img(t, pol, "api")
-				if web.Policy.Strategy != resolve.Alphabetical || api.Policy.Strategy != resolve.Numeric {
-					t.Errorf("strategies %q %q", web.Policy.Strategy, api.Policy.Strategy)
+				if web.Policy.Strategy() != resolve.Alphabetical || api.Policy.Strategy() != resolve.Numeric {
+					t.Errorf("strategies %q %q", web.Policy.Strategy(), api.Policy.Strategy())
 				}
-				if !web.Spec.PinDigest || !api.Spec.PinDigest || len(web.Policy.Platforms) != 1 {
+				if !web.Spec.PinDigest || !api.Spec.PinDigest || len(web.Policy.Platforms()) != 1 {
 					t.Errorf("web %+v", web.Spec)
 				}
 				if api.Source["strategy"] != `parameter "update-strategy" (all images)` {
@@ -281,7 +281,7 @@ func TestLoadPolicyParameters(t *testing.T) {
 			file:   "images:\n  web:\n    strategy: newest-build\n",
 			params: Parameters{ps("image-list", "web=ghcr.io/org/web")},
 			check: func(t *testing.T, pol *AppPolicy) {
-				if web := img(t, pol, "web"); web.Policy.Strategy != resolve.NewestBuild || web.Written != "ghcr.io/org/web" {
+				if web := img(t, pol, "web"); web.Policy.Strategy() != resolve.NewestBuild || web.Written != "ghcr.io/org/web" {
 					t.Errorf("web %+v", web)
 				}
 			},
@@ -291,7 +291,7 @@ func TestLoadPolicyParameters(t *testing.T) {
 			params: Parameters{ps("image-list", "argoproj/argocd=quay.io/argoproj/argocd"), ps("argoproj_argocd.update-strategy", "newest-build"), ps("argoproj/argocd.allow-tags", "regexp:^v2")},
 			check: func(t *testing.T, pol *AppPolicy) {
 				ip := img(t, pol, "argoproj_argocd")
-				if ip.Policy.Strategy != resolve.NewestBuild || ip.Spec.AllowTags != "regexp:^v2" {
+				if ip.Policy.Strategy() != resolve.NewestBuild || ip.Spec.AllowTags != "regexp:^v2" {
 					t.Errorf("%+v", ip.Spec)
 				}
 			},
@@ -300,7 +300,7 @@ func TestLoadPolicyParameters(t *testing.T) {
 			name:   "deprecated names warn",
 			params: Parameters{ps("image-list", "web=nginx, api=ghcr.io/org/api"), ps("web.update-strategy", "latest"), ps("api.tag-match", "regexp:^v1")},
 			check: func(t *testing.T, pol *AppPolicy) {
-				if img(t, pol, "web").Policy.Strategy != resolve.NewestBuild || img(t, pol, "api").Spec.AllowTags != "regexp:^v1" {
+				if img(t, pol, "web").Policy.Strategy() != resolve.NewestBuild || img(t, pol, "api").Spec.AllowTags != "regexp:^v1" {
 					t.Errorf("%+v", pol.Images)
 				}
 				want := []string{
@@ -328,21 +328,21 @@ func TestLoadPolicyParameters(t *testing.T) {
 		{
 			name: "global and helm parameters",
 			params: Parameters{
-				ps("pin-mode", "use"), pa("values-files", "values.yaml", " ", "values-prod.yaml"),
+				ps("pin-mode", "off"), pa("values-files", "values.yaml", " ", "values-prod.yaml"),
 				pm("helm-parameters", map[string]string{"image.tag": "1.0"}), ps("values", "replicas: 2\n"),
 			},
 			check: func(t *testing.T, pol *AppPolicy) {
 				want := HelmParams{ValuesFiles: []string{"values.yaml", "values-prod.yaml"}, Parameters: map[string]string{"image.tag": "1.0"}, Values: "replicas: 2\n"}
-				if pol.PinMode != PinUse || !reflect.DeepEqual(pol.Helm, want) {
+				if pol.PinMode != PinOff || !reflect.DeepEqual(pol.Helm, want) {
 					t.Errorf("pin %q helm %+v", pol.PinMode, pol.Helm)
 				}
 			},
 		},
 		{
-			name:   "values-files as a comma-separated string, pin-mode write",
-			params: Parameters{ps("values-files", "a.yaml, b.yaml"), ps("pin-mode", "write")},
+			name:   "values-files as a comma-separated string",
+			params: Parameters{ps("values-files", "a.yaml, b.yaml")},
 			check: func(t *testing.T, pol *AppPolicy) {
-				if pol.PinMode != PinWrite || !reflect.DeepEqual(pol.Helm.ValuesFiles, []string{"a.yaml", "b.yaml"}) {
+				if pol.PinMode != PinOff || !reflect.DeepEqual(pol.Helm.ValuesFiles, []string{"a.yaml", "b.yaml"}) {
 					t.Errorf("%+v", pol)
 				}
 			},
@@ -380,11 +380,11 @@ func TestLoadPolicyAliasParameterBeatsFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	web := img(t, pol, "web")
-	if web.Policy.Strategy != resolve.Alphabetical || web.Spec.AllowTags != "any" || web.Source["strategy"] != `parameter "web.update-strategy"` ||
+	if web.Policy.Strategy() != resolve.Alphabetical || web.Spec.AllowTags != "any" || web.Source["strategy"] != `parameter "web.update-strategy"` ||
 		web.Source["ignoreTags"] != "file .argocd-image-resolver.yaml key images.web.ignoreTags" {
 		t.Errorf("web %+v", web)
 	}
-	if img(t, pol, "worker").Policy.Strategy != resolve.NewestBuild {
+	if img(t, pol, "worker").Policy.Strategy() != resolve.NewestBuild {
 		t.Error("worker strategy changed")
 	}
 }
@@ -416,9 +416,9 @@ func TestLoadPolicyParameterErrors(t *testing.T) {
 		{name: "unknown key", params: Parameters{ps("image-list", "web=nginx"), ps("web.update-stratgy", "semver")},
 			want: []string{`parameter "web.update-stratgy": unknown key "update-stratgy"; did you mean "update-strategy"?`, "accepted: <alias>.update-strategy, <alias>.allow-tags"}},
 		{name: "bad strategy", params: Parameters{ps("image-list", "web=nginx"), ps("web.update-strategy", "fastest")},
-			want: []string{`parameter "web.update-strategy": invalid value "fastest" (accepted: semver, newest-build, digest, alphabetical, numeric (old names: latest, name))`}},
+			want: []string{`parameter "web.update-strategy": invalid value "fastest" (accepted: semver (default), newest-build, digest, alphabetical, numeric (old names: latest, name))`}},
 		{name: "bad application-wide strategy", params: Parameters{ps("update-strategy", "fastest")},
-			want: []string{`parameter "update-strategy" (all images): invalid value "fastest" (accepted: semver, newest-build`}},
+			want: []string{`parameter "update-strategy" (all images): invalid value "fastest" (accepted: semver (default), newest-build`}},
 		{name: "bad allow-tags", params: Parameters{ps("image-list", "web=nginx"), ps("web.allow-tags", "v1.*")},
 			want: []string{`parameter "web.allow-tags": invalid value "v1.*" (accepted: regexp:EXPR, glob:PATTERN or any)`}},
 		{name: "bad allow-tags regexp", params: Parameters{ps("image-list", "web=nginx"), ps("web.allow-tags", "regexp:(")},
@@ -430,7 +430,11 @@ func TestLoadPolicyParameterErrors(t *testing.T) {
 		{name: "bad pin-digest", params: Parameters{ps("image-list", "web=nginx"), ps("web.pin-digest", "yes")},
 			want: []string{`parameter "web.pin-digest": invalid value "yes" (accepted: true or false)`}},
 		{name: "bad pin-mode", params: Parameters{ps("pin-mode", "on")},
-			want: []string{`parameter "pin-mode": invalid value "on" (accepted: off (default), write, use)`}},
+			want: []string{`parameter "pin-mode": invalid value "on" (accepted: off)`}},
+		{name: "pin-mode write is refused until pins arrive", params: Parameters{ps("pin-mode", "write")},
+			want: []string{`parameter "pin-mode": pin-mode "write" is not available yet`}},
+		{name: "pin-mode use is refused until pins arrive", params: Parameters{ps("pin-mode", "use")},
+			want: []string{`parameter "pin-mode": pin-mode "use" is not available yet`}},
 		{name: "bad constraint", params: Parameters{ps("image-list", "web=nginx:~1.2.x.y")},
 			want: []string{`parameter "image-list" (web constraint): invalid value "~1.2.x.y"`, "accepted: a semver range"}},
 		{name: "digest needs a constraint", params: Parameters{ps("image-list", "web=nginx"), ps("web.update-strategy", "digest")},

@@ -10,7 +10,11 @@ import (
 // parameter or file key), the value and what is accepted, so that the message alone is
 // enough to fix the input.
 type InputError struct {
-	Field    string // e.g. "update-strategy"; callers may re-label it with WithField
+	Field string // e.g. "update-strategy"; callers may re-label it with WithField
+	// Policy says which policy field the value was for ("" when it was none), so a
+	// caller can name its own spelling of it (a flag, a parameter, a file key)
+	// without matching Field's text. WithField keeps it.
+	Policy   PolicyField
 	Value    string
 	Accepted string
 	Err      error  // optional underlying cause
@@ -49,6 +53,18 @@ func WithField(err error, field string) error {
 	}
 	return err
 }
+
+// PolicyField names a field of a policy.
+type PolicyField string
+
+// The fields of a policy, named as argocd-image-updater's annotation keys.
+const (
+	FieldStrategy   PolicyField = "update-strategy"
+	FieldConstraint PolicyField = "constraint"
+	FieldAllowTags  PolicyField = "allow-tags"
+	FieldIgnoreTags PolicyField = "ignore-tags"
+	FieldPlatforms  PolicyField = "platforms"
+)
 
 // ErrNoTag is returned (wrapped in a *NoTagError) when no tag satisfies the policy.
 var ErrNoTag = errors.New("no tag qualifies")

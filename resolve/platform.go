@@ -8,11 +8,12 @@ import (
 )
 
 // Platform is an os/arch[/variant] triple, normalised so that equal platforms compare
-// equal (arm64 == arm64/v8, amd64 has no variant v1, ...).
+// equal (arm64 == arm64/v8, amd64 has no variant v1, ...). Its JSON and YAML form is
+// the string os/arch[/variant] (MarshalText), which round-trips.
 type Platform struct {
-	OS      string `json:"os"`
-	Arch    string `json:"architecture"`
-	Variant string `json:"variant,omitempty"`
+	OS      string
+	Arch    string
+	Variant string
 }
 
 const platformAccepted = "os/arch[/variant], e.g. linux/amd64, linux/arm64, linux/arm/v7"
@@ -21,11 +22,11 @@ const platformAccepted = "os/arch[/variant], e.g. linux/amd64, linux/arm64, linu
 func ParsePlatform(s string) (Platform, error) {
 	parts := strings.Split(strings.TrimSpace(s), "/")
 	if len(parts) < 2 || len(parts) > 3 {
-		return Platform{}, &InputError{Field: "platforms", Value: s, Accepted: platformAccepted}
+		return Platform{}, &InputError{Field: string(FieldPlatforms), Policy: FieldPlatforms, Value: s, Accepted: platformAccepted}
 	}
 	for _, p := range parts {
 		if p == "" || strings.ContainsAny(p, " \t,:") || strings.ToLower(p) != p {
-			return Platform{}, &InputError{Field: "platforms", Value: s, Accepted: platformAccepted}
+			return Platform{}, &InputError{Field: string(FieldPlatforms), Policy: FieldPlatforms, Value: s, Accepted: platformAccepted}
 		}
 	}
 	p := Platform{OS: parts[0], Arch: parts[1]}

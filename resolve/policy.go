@@ -2,8 +2,7 @@ package resolve
 
 import (
 	"fmt"
-	"path"
-	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,7 +24,9 @@ const (
 // Strategies lists the accepted strategy names.
 var Strategies = []Strategy{Semver, NewestBuild, Digest, Alphabetical, Numeric}
 
-const strategyAccepted = "semver, newest-build, digest, alphabetical, numeric (old names: latest, name)"
+// StrategyAccepted says which strategy names ParseStrategy accepts, for messages
+// and tooltips.
+const StrategyAccepted = "semver (default), newest-build, digest, alphabetical, numeric (old names: latest, name)"
 
 // ParseStrategy parses a strategy name. The old argocd-image-updater names latest and
 // name are accepted and reported in warning so the caller can tell the user.
@@ -40,97 +41,7 @@ func ParseStrategy(s string) (st Strategy, warning string, err error) {
 	case "name":
 		return Alphabetical, `update-strategy "name" is deprecated; use "alphabetical"`, nil
 	}
-	return "", "", &InputError{Field: "update-strategy", Value: s, Accepted: strategyAccepted}
-}
-
-// TagMatcher matches tag names.
-type TagMatcher interface {
-	Match(tag string) bool
-	String() string
-}
-
-type regexpMatcher struct{ re *regexp.Regexp }
-
-func (m regexpMatcher) Match(tag string) bool { return m.re.MatchString(tag) }
-func (m regexpMatcher) String() string        { return "regexp:" + m.re.String() }
-
-type globMatcher struct{ pattern string }
-
-func (m globMatcher) Match(tag string) bool {
-	ok, _ := path.Match(m.pattern, tag) // pattern validated at parse time
-	return ok
-}
-func (m globMatcher) String() string { return "glob:" + m.pattern }
-
-type anyMatcher struct{}
-
-func (anyMatcher) Match(string) bool { return true }
-func (anyMatcher) String() string    { return "any" }
-
-const allowAccepted = "regexp:EXPR, glob:PATTERN or any"
-
-// ParseAllowTags parses an allow-tags value: regexp:EXPR, glob:PATTERN or any. An
-// empty value allows every tag.
-func ParseAllowTags(s string) (TagMatcher, error) {
-	s = strings.TrimSpace(s)
-	switch {
-	case s == "" || s == "any":
-		return anyMatcher{}, nil
-	case strings.HasPrefix(s, "regexp:"):
-		re, err := regexp.Compile(strings.TrimPrefix(s, "regexp:"))
-		if err != nil {
-			return nil, &InputError{Field: "allow-tags", Value: s, Accepted: allowAccepted, Err: err}
-		}
-		return regexpMatcher{re}, nil
-	case strings.HasPrefix(s, "glob:"):
-		return parseGlob("allow-tags", s, strings.TrimPrefix(s, "glob:"), allowAccepted)
-	}
-	return nil, &InputError{Field: "allow-tags", Value: s, Accepted: allowAccepted}
-}
-
-const ignoreAccepted = "globs (comma-separated), or regexp:EXPR"
-
-// ParseIgnoreTags parses ignore-tags values. Each value is a comma-separated list of
-// globs; an item starting with regexp: is a regular expression and takes the whole
-// value (a regular expression may itself contain commas).
-func ParseIgnoreTags(values ...string) ([]TagMatcher, error) {
-	var out []TagMatcher
-	for _, v := range values {
-		v = strings.TrimSpace(v)
-		if v == "" {
-			continue
-		}
-		if strings.HasPrefix(v, "regexp:") {
-			re, err := regexp.Compile(strings.TrimPrefix(v, "regexp:"))
-			if err != nil {
-				return nil, &InputError{Field: "ignore-tags", Value: v, Accepted: ignoreAccepted, Err: err}
-			}
-			out = append(out, regexpMatcher{re})
-			continue
-		}
-		for _, item := range strings.Split(v, ",") {
-			item = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(item), "glob:"))
-			if item == "" {
-				continue
-			}
-			m, err := parseGlob("ignore-tags", v, item, ignoreAccepted)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, m)
-		}
-	}
-	return out, nil
-}
-
-func parseGlob(field, value, pattern, accepted string) (TagMatcher, error) {
-	if pattern == "" {
-		return nil, &InputError{Field: field, Value: value, Accepted: accepted, Err: fmt.Errorf("empty pattern")}
-	}
-	if _, err := path.Match(pattern, ""); err != nil {
-		return nil, &InputError{Field: field, Value: value, Accepted: accepted, Err: err}
-	}
-	return globMatcher{pattern}, nil
+	return "", "", &InputError{Field: string(FieldStrategy), Policy: FieldStrategy, Value: s, Accepted: StrategyAccepted}
 }
 
 // PolicySpec is a policy as the user writes it: strings, not yet checked. The plugin
@@ -144,61 +55,62 @@ type PolicySpec struct {
 	PinDigest  bool
 }
 
-// Policy is a checked policy, ready to resolve with.
+// Policy is a checked policy, ready to resolve with. It can only be made by
+// Compile, so it always holds a known strategy with its compiled constraint.
 type Policy struct {
-	Strategy Strategy
-	// Constraint is the raw constraint: a semver range for semver, the tag for digest,
-	// unused otherwise.
-	Constraint string
-	semver     *semver.Constraints
-	Allow      TagMatcher
-	Ignore     []TagMatcher
-	// Platforms a tag must have every one of; empty means no platform check.
-	Platforms []Platform
-	PinDigest bool
-	// Warnings about accepted but deprecated values.
-	Warnings []string
+	strategy Strategy
+	order    orderer // the strategy, with its compiled constraint
+	// constraint is as written: a semver range for semver, the tag for digest,
+	// empty otherwise.
+	constraint string
+	allow      TagMatcher
+	ignore     []TagMatcher
+	platforms  []Platform
+	pinDigest  bool
+	warnings   []string
 }
 
 // Compile checks every field of the spec and returns the policy, or an *InputError
-// naming the first bad field.
+// naming the first bad field (its Policy says which).
 func (s PolicySpec) Compile() (*Policy, error) {
 	st, warn, err := ParseStrategy(s.Strategy)
 	if err != nil {
 		return nil, err
 	}
-	p := &Policy{Strategy: st, Constraint: strings.TrimSpace(s.Constraint), PinDigest: s.PinDigest}
+	p := &Policy{strategy: st, constraint: strings.TrimSpace(s.Constraint), pinDigest: s.PinDigest}
 	if warn != "" {
-		p.Warnings = append(p.Warnings, warn)
+		p.warnings = append(p.warnings, warn)
+	}
+	constraintError := func(accepted string, err error) error {
+		return &InputError{Field: string(FieldConstraint), Policy: FieldConstraint, Value: p.constraint, Accepted: accepted, Err: err}
 	}
 	switch st {
 	case Semver:
-		if p.Constraint != "" {
-			c, err := semver.NewConstraint(p.Constraint)
-			if err != nil {
-				return nil, &InputError{Field: "constraint", Value: p.Constraint,
-					Accepted: "a semver range such as 1.x, ~1.2, ^2.0, >=1.4 <2", Err: err}
+		var c *semver.Constraints
+		if p.constraint != "" {
+			if c, err = semver.NewConstraint(p.constraint); err != nil {
+				return nil, constraintError("a semver range such as 1.x, ~1.2, ^2.0, >=1.4 <2", err)
 			}
-			p.semver = c
 		}
+		p.order = semverStrategy{c: c, raw: p.constraint}
 	case Digest:
-		if p.Constraint == "" {
-			return nil, &InputError{Field: "constraint", Value: "",
-				Accepted: "the tag to follow, e.g. repo:latest, when update-strategy is digest"}
+		if p.constraint == "" {
+			return nil, constraintError("the tag to follow, e.g. repo:latest, when update-strategy is digest", nil)
 		}
+		p.order = digestStrategy{tag: p.constraint}
 	case NewestBuild, Alphabetical, Numeric:
-		if p.Constraint != "" {
-			return nil, &InputError{Field: "constraint", Value: p.Constraint,
-				Accepted: "no constraint with update-strategy " + string(st) + "; filter tags with allow-tags/ignore-tags"}
+		if p.constraint != "" {
+			return nil, constraintError("no constraint with update-strategy "+string(st)+"; filter tags with allow-tags/ignore-tags", nil)
 		}
+		p.order = map[Strategy]orderer{NewestBuild: newestBuild{}, Alphabetical: alphabetical{}, Numeric: numeric{}}[st]
 	}
-	if p.Allow, err = ParseAllowTags(s.AllowTags); err != nil {
+	if p.allow, err = ParseAllowTags(s.AllowTags); err != nil {
 		return nil, err
 	}
-	if p.Ignore, err = ParseIgnoreTags(s.IgnoreTags...); err != nil {
+	if p.ignore, err = ParseIgnoreTags(s.IgnoreTags...); err != nil {
 		return nil, err
 	}
-	if p.Platforms, err = ParsePlatforms(s.Platforms...); err != nil {
+	if p.platforms, err = ParsePlatforms(s.Platforms...); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -213,19 +125,51 @@ func (s PolicySpec) MustCompile() *Policy {
 	return p
 }
 
+// Strategy is the policy's strategy.
+func (p *Policy) Strategy() Strategy { return p.strategy }
+
+// Constraint is the constraint as written: a semver range for semver, the followed
+// tag for digest, empty otherwise.
+func (p *Policy) Constraint() string { return p.constraint }
+
+// Platforms are the platforms a tag must have every one of; empty means no check.
+func (p *Policy) Platforms() []Platform { return slices.Clone(p.platforms) }
+
+// AllowTags is the compiled allow-tags filter ("any" when none was given).
+func (p *Policy) AllowTags() TagMatcher { return p.allow }
+
+// IgnoreTags are the compiled ignore-tags patterns, one per pattern given.
+func (p *Policy) IgnoreTags() []TagMatcher { return slices.Clone(p.ignore) }
+
+// PinDigest says whether references are written tag@digest.
+func (p *Policy) PinDigest() bool { return p.pinDigest }
+
+// Warnings are about accepted but deprecated values.
+func (p *Policy) Warnings() []string { return slices.Clone(p.warnings) }
+
+// String is a canonical form of the whole policy: equal policies give equal strings.
+func (p *Policy) String() string {
+	var ignore []string
+	for _, m := range p.ignore {
+		ignore = append(ignore, m.String())
+	}
+	return fmt.Sprintf("%s|%s|%s|%q|%q|%t", p.strategy, p.constraint, p.allow.String(), ignore,
+		PlatformStrings(p.platforms), p.pinDigest)
+}
+
 // WithPlatforms returns a copy of the policy requiring the given platforms.
 func (p *Policy) WithPlatforms(ps []Platform) *Policy {
 	c := *p
-	c.Platforms = ps
+	c.platforms = slices.Clone(ps)
 	return &c
 }
 
 // allowed reports whether a tag passes allow-tags and ignore-tags.
 func (p *Policy) allowed(tag string) (bool, string) {
-	if p.Allow != nil && !p.Allow.Match(tag) {
-		return false, "not matched by allow-tags " + p.Allow.String()
+	if !p.allow.Match(tag) {
+		return false, "not matched by allow-tags " + p.allow.String()
 	}
-	for _, m := range p.Ignore {
+	for _, m := range p.ignore {
 		if m.Match(tag) {
 			return false, "matched by ignore-tags " + m.String()
 		}

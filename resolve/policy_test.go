@@ -2,10 +2,12 @@ package resolve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPolicySpecCompileErrors(t *testing.T) {
@@ -15,7 +17,7 @@ func TestPolicySpecCompileErrors(t *testing.T) {
 		field     string
 		wantParts []string
 	}{
-		{"unknown strategy", PolicySpec{Strategy: "fastest"}, "update-strategy", []string{`"fastest"`, "semver, newest-build"}},
+		{"unknown strategy", PolicySpec{Strategy: "fastest"}, "update-strategy", []string{`"fastest"`, "semver (default), newest-build"}},
 		{"bad constraint", PolicySpec{Constraint: "~>1..2"}, "constraint", []string{`"~>1..2"`, "semver range"}},
 		{"digest without tag", PolicySpec{Strategy: "digest"}, "constraint", []string{"the tag to follow"}},
 		{"constraint with numeric", PolicySpec{Strategy: "numeric", Constraint: "1.x"}, "constraint", []string{"allow-tags"}},
@@ -35,8 +37,11 @@ func TestPolicySpecCompileErrors(t *testing.T) {
 			if !errors.As(err, &ie) {
 				t.Fatalf("Compile() error = %v, want *InputError", err)
 			}
-			if ie.Field != tt.field {
-				t.Errorf("field = %q, want %q", ie.Field, tt.field)
+			if ie.Field != tt.field || ie.Policy != PolicyField(tt.field) {
+				t.Errorf("field = %q, policy field %q, want %q", ie.Field, ie.Policy, tt.field)
+			}
+			if relabelled := new(InputError); !errors.As(WithField(err, "web.x"), &relabelled) || relabelled.Policy != ie.Policy {
+				t.Errorf("WithField lost the policy field: %+v", relabelled)
 			}
 			for _, part := range tt.wantParts {
 				if !strings.Contains(err.Error(), part) {
@@ -129,7 +134,7 @@ func TestStrategyOrder(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := tt.spec.MustCompile()
-			got, _, err := ordererFor(p).order(context.Background(), tt.tags, noMeta)
+			got, _, err := p.order.order(context.Background(), tt.tags, noMeta)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,6 +148,10 @@ func TestStrategyOrder(t *testing.T) {
 func FuzzPolicySpec(f *testing.F) {
 	f.Add("semver", "~1.2", "regexp:^1", "*-rc*", "linux/arm64")
 	f.Add("digest", "latest", "glob:*", "regexp:(", "linux/arm/v7")
+	f.Add("newest-build", "", "any", "", "linux/amd64")
+	f.Add("latest", "", "regexp:^v", "*-dirty", "")
+	f.Add("numeric", "", "", "", "")
+	f.Add("alphabetical", "", "glob:[", "", "")
 	f.Fuzz(func(t *testing.T, strategy, constraint, allow, ignore, platforms string) {
 		p, err := PolicySpec{Strategy: strategy, Constraint: constraint, AllowTags: allow,
 			IgnoreTags: []string{ignore}, Platforms: []string{platforms}}.Compile()
@@ -154,6 +163,40 @@ func FuzzPolicySpec(f *testing.F) {
 			return
 		}
 		p.allowed(constraint)
-		_, _, _ = ordererFor(p).order(context.Background(), []string{constraint, allow, "1.0.0"}, nil)
+		if p.Strategy() == "" || p.order == nil {
+			t.Fatalf("compiled policy without a strategy: %+v", p)
+		}
+		// Strategies that order by build time ask for metadata: give them some.
+		meta := func(_ context.Context, tags []string) (map[string]*TagInfo, error) {
+			out := map[string]*TagInfo{}
+			for i, tag := range tags {
+				out[tag] = &TagInfo{Created: time.Unix(int64(i), 0)}
+			}
+			return out, nil
+		}
+		if _, _, err := p.order.order(context.Background(), []string{constraint, allow, "1.0.0"}, meta); err != nil {
+			t.Fatalf("order: %v", err)
+		}
 	})
+}
+
+func TestPlatformJSONRoundTrip(t *testing.T) {
+	in := struct {
+		Platforms []Platform `json:"platforms"`
+	}{[]Platform{{OS: "linux", Arch: "arm", Variant: "v7"}, {OS: "linux", Arch: "amd64"}}}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"platforms":["linux/arm/v7","linux/amd64"]}`; string(b) != want {
+		t.Errorf("JSON = %s, want %s", b, want)
+	}
+	out := in
+	out.Platforms = nil
+	if err := json.Unmarshal(b, &out); err != nil || !slices.Equal(out.Platforms, in.Platforms) {
+		t.Errorf("round trip = %v, %v; want %v", out.Platforms, err, in.Platforms)
+	}
+	if err := json.Unmarshal([]byte(`{"platforms":["linux"]}`), &out); err == nil || !strings.Contains(err.Error(), "os/arch[/variant]") {
+		t.Errorf("bad platform decoded without a clear error: %v", err)
+	}
 }

@@ -149,16 +149,16 @@ func (r *Resolver) Resolve(ctx context.Context, repo name.Repository, written st
 }
 
 func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written string, p *Policy) (*Result, error) {
-	res := &Result{Image: written, Strategy: p.Strategy, Platforms: PlatformStrings(p.Platforms),
-		Skipped: []Skip{}, Warnings: p.Warnings}
+	res := &Result{Image: written, Strategy: p.strategy, Platforms: PlatformStrings(p.platforms),
+		Skipped: []Skip{}, Warnings: p.Warnings()}
 	if res.Image == "" {
 		res.Image = repo.String()
 	}
 
 	var tags []string
-	if p.Strategy == Digest {
+	if p.strategy == Digest {
 		// Only one tag can win: no need to list the repository.
-		tags = []string{p.Constraint}
+		tags = []string{p.constraint}
 	} else {
 		var err error
 		if tags, err = r.reg.ListTags(ctx, repo); err != nil {
@@ -182,7 +182,7 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 		g.SetLimit(r.concurrency)
 		for _, t := range tags {
 			g.Go(func() error {
-				info, err := inspect(gctx, r.reg, repo, t, true, p.Platforms)
+				info, err := inspect(gctx, r.reg, repo, t, true, p.platforms)
 				if err != nil {
 					return err
 				}
@@ -198,7 +198,7 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 		return infos, nil
 	}
 
-	ordered, rejected, err := ordererFor(p).order(ctx, allowed, meta)
+	ordered, rejected, err := p.order.order(ctx, allowed, meta)
 	if err != nil {
 		return nil, err
 	}
@@ -210,13 +210,13 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 
 	for _, t := range ordered {
 		info := infos[t]
-		if info == nil && len(p.Platforms) > 0 {
-			if info, err = inspect(ctx, r.reg, repo, t, false, p.Platforms); err != nil {
+		if info == nil && len(p.platforms) > 0 {
+			if info, err = inspect(ctx, r.reg, repo, t, false, p.platforms); err != nil {
 				return nil, r.digestTagMissing(p, res, err)
 			}
 		}
-		if len(p.Platforms) > 0 {
-			if missing := missingPlatforms(info.Platforms, p.Platforms); len(missing) > 0 {
+		if len(p.platforms) > 0 {
+			if missing := missingPlatforms(info.Platforms, p.platforms); len(missing) > 0 {
 				skip := Skip{Tag: t, Platforms: PlatformStrings(info.Platforms), Missing: PlatformStrings(missing),
 					Reason: fmt.Sprintf("no manifest for %s (has %s)", joinPlatforms(missing), joinPlatforms(info.Platforms))}
 				res.Skipped = append(res.Skipped, skip)
@@ -234,7 +234,7 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 		}
 		res.Tag, res.Digest = t, info.Digest.String()
 		res.Reference = res.Image + ":" + t
-		if p.PinDigest || p.Strategy == Digest {
+		if p.pinDigest || p.strategy == Digest {
 			res.Reference += "@" + res.Digest
 		}
 		res.Considered = append(res.Considered, Consideration{Tag: t, Outcome: "chosen",
@@ -251,44 +251,44 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 	}
 	return nil, &NoTagError{Image: res.Image, Result: res,
 		Reason: fmt.Sprintf("none of %d candidates has every required platform (%s): %s",
-			len(ordered), joinPlatforms(p.Platforms), strings.Join(has, "; "))}
+			len(ordered), joinPlatforms(p.platforms), strings.Join(has, "; "))}
 }
 
 // digestTagMissing turns "manifest unknown" for the followed tag of the digest
 // strategy (which is not listed first) into a NoTagError; other errors pass through.
 func (r *Resolver) digestTagMissing(p *Policy, res *Result, err error) error {
 	var te *transport.Error
-	if p.Strategy == Digest && errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
-		return &NoTagError{Image: res.Image, Result: res, Reason: fmt.Sprintf("tag %q not found", p.Constraint)}
+	if p.strategy == Digest && errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
+		return &NoTagError{Image: res.Image, Result: res, Reason: fmt.Sprintf("tag %q not found", p.constraint)}
 	}
 	return err
 }
 
 func noCandidateReason(p *Policy, listed, allowed int) string {
 	switch {
-	case p.Strategy == Digest:
-		return fmt.Sprintf("tag %q not found", p.Constraint)
+	case p.strategy == Digest:
+		return fmt.Sprintf("tag %q not found", p.constraint)
 	case listed == 0:
 		return "the repository has no tags"
 	case allowed == 0:
 		return fmt.Sprintf("all %d tags are excluded by allow-tags/ignore-tags", listed)
-	case p.Strategy == Semver && p.Constraint != "":
-		return fmt.Sprintf("none of %d tags is a semantic version within %q", allowed, p.Constraint)
-	case p.Strategy == Semver:
+	case p.strategy == Semver && p.constraint != "":
+		return fmt.Sprintf("none of %d tags is a semantic version within %q", allowed, p.constraint)
+	case p.strategy == Semver:
 		return fmt.Sprintf("none of %d tags is a released semantic version", allowed)
-	case p.Strategy == Numeric:
+	case p.strategy == Numeric:
 		return fmt.Sprintf("none of %d tags is an integer", allowed)
 	}
-	return fmt.Sprintf("none of %d tags can be ordered by %s", allowed, p.Strategy)
+	return fmt.Sprintf("none of %d tags can be ordered by %s", allowed, p.strategy)
 }
 
 func chosenReason(p *Policy) string {
 	var why string
-	switch p.Strategy {
+	switch p.strategy {
 	case Semver:
 		why = "highest semantic version"
-		if p.Constraint != "" {
-			why += " within " + p.Constraint
+		if p.constraint != "" {
+			why += " within " + p.constraint
 		}
 	case NewestBuild:
 		why = "newest build"
@@ -299,8 +299,8 @@ func chosenReason(p *Policy) string {
 	case Numeric:
 		why = "largest number"
 	}
-	if len(p.Platforms) > 0 {
-		why += ", has " + joinPlatforms(p.Platforms)
+	if len(p.platforms) > 0 {
+		why += ", has " + joinPlatforms(p.platforms)
 	}
 	return why
 }

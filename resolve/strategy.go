@@ -15,18 +15,3 @@ type orderer interface {
 // metaFunc returns what is known of a set of tags; strategies that order by build
 // time call it for every candidate, concurrently and all or nothing.
 type metaFunc func(ctx context.Context, tags []string) (map[string]*TagInfo, error)
-
-func ordererFor(p *Policy) orderer {
-	switch p.Strategy {
-	case NewestBuild:
-		return newestBuild{}
-	case Digest:
-		return digestStrategy{tag: p.Constraint}
-	case Alphabetical:
-		return alphabetical{}
-	case Numeric:
-		return numeric{}
-	default:
-		return semverStrategy{c: p.semver, raw: p.Constraint}
-	}
-}

@@ -49,10 +49,6 @@ func renderApp(ctx context.Context, dir string, env *plugin.Env, batch resolve.B
 	if err != nil {
 		return nil, nil, err
 	}
-	if pol.PinMode != "" && pol.PinMode != "off" {
-		return nil, nil, &resolve.InputError{Field: `parameter "pin-mode"`, Value: pol.PinMode,
-			Accepted: "off (write and use are not available in this version)"}
-	}
 	root, _ := filepath.Abs(dir)
 	if env.SourcePath != "" {
 		root = repoRoot(root, env.SourcePath)
@@ -89,8 +85,8 @@ func renderApp(ctx context.Context, dir string, env *plugin.Env, batch resolve.B
 		}
 		spec := ip.Spec
 		switch {
-		case len(ip.Policy.Platforms) > 0:
-			spec.Platforms = resolve.PlatformStrings(ip.Policy.Platforms)
+		case len(ip.Policy.Platforms()) > 0:
+			spec.Platforms = resolve.PlatformStrings(ip.Policy.Platforms())
 		case len(u.Platforms) > 0:
 			spec.Platforms = resolve.PlatformStrings(u.Platforms)
 		default:

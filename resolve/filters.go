@@ -1,0 +1,98 @@
+package resolve
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// TagMatcher matches tag names.
+type TagMatcher interface {
+	Match(tag string) bool
+	String() string
+}
+
+type regexpMatcher struct{ re *regexp.Regexp }
+
+func (m regexpMatcher) Match(tag string) bool { return m.re.MatchString(tag) }
+func (m regexpMatcher) String() string        { return "regexp:" + m.re.String() }
+
+type globMatcher struct{ pattern string }
+
+func (m globMatcher) Match(tag string) bool {
+	ok, _ := path.Match(m.pattern, tag) // pattern validated at parse time
+	return ok
+}
+func (m globMatcher) String() string { return "glob:" + m.pattern }
+
+type anyMatcher struct{}
+
+func (anyMatcher) Match(string) bool { return true }
+func (anyMatcher) String() string    { return "any" }
+
+const allowAccepted = "regexp:EXPR, glob:PATTERN or any"
+
+// ParseAllowTags parses an allow-tags value: regexp:EXPR, glob:PATTERN or any. An
+// empty value allows every tag.
+func ParseAllowTags(s string) (TagMatcher, error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "" || s == "any":
+		return anyMatcher{}, nil
+	case strings.HasPrefix(s, "regexp:"):
+		re, err := regexp.Compile(strings.TrimPrefix(s, "regexp:"))
+		if err != nil {
+			return nil, &InputError{Field: string(FieldAllowTags), Policy: FieldAllowTags, Value: s, Accepted: allowAccepted, Err: err}
+		}
+		return regexpMatcher{re}, nil
+	case strings.HasPrefix(s, "glob:"):
+		return parseGlob(FieldAllowTags, s, strings.TrimPrefix(s, "glob:"), allowAccepted)
+	}
+	return nil, &InputError{Field: string(FieldAllowTags), Policy: FieldAllowTags, Value: s, Accepted: allowAccepted}
+}
+
+const ignoreAccepted = "globs (comma-separated), or regexp:EXPR"
+
+// ParseIgnoreTags parses ignore-tags values. Each value is a comma-separated list of
+// globs; an item starting with regexp: is a regular expression and takes the whole
+// value (a regular expression may itself contain commas).
+func ParseIgnoreTags(values ...string) ([]TagMatcher, error) {
+	var out []TagMatcher
+	for _, v := range values {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			continue
+		}
+		if strings.HasPrefix(v, "regexp:") {
+			re, err := regexp.Compile(strings.TrimPrefix(v, "regexp:"))
+			if err != nil {
+				return nil, &InputError{Field: string(FieldIgnoreTags), Policy: FieldIgnoreTags, Value: v, Accepted: ignoreAccepted, Err: err}
+			}
+			out = append(out, regexpMatcher{re})
+			continue
+		}
+		for _, item := range strings.Split(v, ",") {
+			item = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(item), "glob:"))
+			if item == "" {
+				continue
+			}
+			m, err := parseGlob(FieldIgnoreTags, v, item, ignoreAccepted)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+func parseGlob(field PolicyField, value, pattern, accepted string) (TagMatcher, error) {
+	if pattern == "" {
+		return nil, &InputError{Field: string(field), Policy: field, Value: value, Accepted: accepted, Err: fmt.Errorf("empty pattern")}
+	}
+	if _, err := path.Match(pattern, ""); err != nil {
+		return nil, &InputError{Field: string(field), Policy: field, Value: value, Accepted: accepted, Err: err}
+	}
+	return globMatcher{pattern}, nil
+}
