@@ -79,15 +79,26 @@ func (l *Lab) App(name string) (*Application, error) {
 	return &a, nil
 }
 
-// appFromKube reads the Application from the API server (kubectl), without the
-// argocd-server: the wait loops use it.
+// appFromKube reads the Application from the API server, without argocd-server and
+// without starting a process (the wait loops poll it).
 func (l *Lab) appFromKube(name string) (*Application, error) {
-	out, err := l.must("", "kubectl", "-n", "argocd", "get", "application", name, "-o", "json")
+	req, err := http.NewRequest(http.MethodGet, l.kubeURL+"/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/"+name, nil)
 	if err != nil {
 		return nil, err
 	}
+	req.Header.Set("Authorization", "Bearer "+l.kubeToken)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET application %s: %s: %s", name, resp.Status, buf.String())
+	}
 	var a Application
-	if err := json.Unmarshal([]byte(out), &a); err != nil {
+	if err := json.Unmarshal(buf.Bytes(), &a); err != nil {
 		return nil, err
 	}
 	return &a, nil

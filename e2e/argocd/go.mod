@@ -6,4 +6,4 @@ module github.com/argocd-image-resolver/argocd-image-resolver/e2e/argocd
 
 go 1.26.0
 
-require sigs.k8s.io/yaml v1.4.0 // indirect
+require sigs.k8s.io/yaml v1.4.0

@@ -121,6 +121,8 @@ type Lab struct {
 
 	sidecar   *Proc
 	redisAddr string
+	kubeURL   string // https://127.0.0.1:PORT of kube-apiserver
+	kubeToken string
 	gitSrv    *http.Server
 	cliLog    *os.File
 	cliMu     sync.Mutex
@@ -239,7 +241,7 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// waitFor polls fn every 250ms until it returns nil, the process p (if any) exits,
+// waitFor polls fn every 300ms until it returns nil, the process p (if any) exits,
 // or limit passes.
 func waitFor(limit time.Duration, what string, p *Proc, fn func() error) error {
 	deadline := time.Now().Add(limit)
@@ -254,7 +256,7 @@ func waitFor(limit time.Duration, what string, p *Proc, fn func() error) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("timed out after %s waiting for %s: %v", limit, what, last)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond)
 	}
 }
 
@@ -461,6 +463,7 @@ current-context: e2e
 	if err := os.WriteFile(l.Kubeconfig, []byte(kubeconfig), 0o600); err != nil {
 		return err
 	}
+	l.kubeURL, l.kubeToken = fmt.Sprintf("https://127.0.0.1:%d", ports[2]), token
 	return waitFor(90*time.Second, "kube-apiserver /readyz", kas,
 		httpOK(fmt.Sprintf("https://127.0.0.1:%d/readyz", ports[2]), "Authorization", "Bearer "+token))
 }
