@@ -1,6 +1,7 @@
 package argocde2e
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -162,6 +163,22 @@ func diff(t *testing.T, lab *Lab, wantCode int, args ...string) string {
 		t.Fatalf("exit code %d, want %d:\n%s", r.Code, wantCode, r)
 	}
 	return r.Stdout
+}
+
+// cliMessage is what the argocd CLI said on stderr: v3 writes its fatal error as a
+// JSON log line ({"level":"fatal","msg":...}), v2 as text.
+func cliMessage(stderr string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(stderr, "\n") {
+		var m struct {
+			Msg string `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &m) == nil && m.Msg != "" {
+			line = m.Msg
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
 }
 
 func hardRefresh(t *testing.T, lab *Lab, name string) {
@@ -357,29 +374,46 @@ func testPolicyFromParameters(t *testing.T, lab *Lab) {
 	wantImages(t, "argocd app manifests", dep, webRepo+":1.0.0")
 }
 
-// testErrors: what a user sees in the app's ComparisonError.
+// testErrors: what a user sees when the plugin cannot render: `argocd app create`
+// refuses the app (it validates the spec by rendering it) with the plugin's message,
+// and the same Application applied without that check (as from git, app of apps)
+// shows the message as its ComparisonError.
 func testErrors(t *testing.T, lab *Lab) {
 	cases := []struct {
 		name   string
 		params [][2]string
-		want   []string // substrings of the ComparisonError
+		want   string // the plugin's message, in the CLI's error and the ComparisonError
 	}{
-		{"bad-parameter", [][2]string{{"web.update-strategy", "newest"}}, []string{"web.update-strategy", `"newest"`}},
-		{"no-tag-qualifies", [][2]string{{"image-list", "web=" + webRepo + ":~9.0"}}, []string{"web", "~9.0"}},
+		{"bad-parameter", [][2]string{{"web.update-strategy", "newest"}},
+			`argocd-image-resolver: parameter "web.update-strategy": invalid value "newest" (accepted: semver, newest-build, digest, alphabetical, numeric (old names: latest, name))`},
+		{"no-tag-qualifies", [][2]string{{"image-list", "web=" + webRepo + ":~9.0"}},
+			`argocd-image-resolver: image web (used by Deployment.apps/web): registry.demo.local/demo/web: no tag qualifies: none of 5 tags is a semantic version within "~9.0"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			createAppFromFile(t, lab, AppSpec{Name: tc.name, Path: "apps/plain-cron", Namespace: tc.name, Params: tc.params})
-			a := waitApp(t, lab, tc.name, "ComparisonError", HasCondition("ComparisonError"))
-			msg := a.Condition("ComparisonError")
-			t.Logf("ComparisonError: %s", msg)
-			for _, w := range tc.want {
-				if !strings.Contains(msg, w) {
-					t.Errorf("ComparisonError does not say %q: %s", w, msg)
-				}
+			f, err := lab.WriteAppFile(AppSpec{Name: tc.name, Path: "apps/plain-cron", Namespace: tc.name, Params: tc.params})
+			if err != nil {
+				t.Fatal(err)
 			}
-			if r := lab.Run("", "argocd", "app", "manifests", tc.name); r.Code == 0 {
-				t.Errorf("argocd app manifests of a failing app succeeded:\n%s", r)
+			r := lab.Run("", "argocd", "app", "create", "-f", f)
+			if msg := cliMessage(r.Stderr); r.Code != 20 || !strings.Contains(msg, "InvalidSpecError") || !strings.Contains(msg, tc.want) {
+				t.Errorf("argocd app create -f: want exit 20, InvalidSpecError and the plugin's message %q; got:\n%s", tc.want, r)
+			}
+			if _, err := lab.must("", "kubectl", "apply", "-f", f); err != nil {
+				t.Fatal(err)
+			}
+			a := waitApp(t, lab, tc.name, "ComparisonError", HasCondition("ComparisonError"))
+			if msg := a.Condition("ComparisonError"); !strings.Contains(msg, tc.want) {
+				t.Errorf("ComparisonError does not carry the plugin's message %q:\n%s", tc.want, msg)
+			}
+			// Never a partial render: either the plugin's message or nothing at all.
+			switch r := lab.Run("", "argocd", "app", "manifests", tc.name); {
+			case r.Code != 0 && strings.Contains(cliMessage(r.Stderr), tc.want):
+				t.Logf("argocd app manifests: exit %d with the plugin's message", r.Code)
+			case r.Code == 0 && strings.TrimSpace(r.Stdout) == "":
+				t.Logf("argocd app manifests: exit 0 and no output")
+			default:
+				t.Errorf("argocd app manifests of a failing app: want an error with %q or nothing, got:\n%s", tc.want, r)
 			}
 		})
 	}
@@ -417,9 +451,16 @@ func testRegistryDown(t *testing.T, lab *Lab) {
 		hardRefresh(t, lab, "demo")
 		a := waitApp(t, lab, "demo", "ComparisonError", HasCondition("ComparisonError"))
 		msg := a.Condition("ComparisonError")
-		t.Logf("ComparisonError: %s", msg)
-		if !strings.Contains(msg, DemoHost) {
-			t.Errorf("ComparisonError does not name the registry %s: %s", DemoHost, msg)
+		// The registry is named by the address contacted (registries.yaml's api for
+		// registry.demo.local), once per image.
+		p := lab.Proxy.Addr
+		for _, want := range []string{
+			`image web (used by Deployment.apps/web): list tags of ` + p + `/demo/web: Get "https://` + p + `/v2/": dial tcp ` + p + `: connect: connection refused; Get "http://` + p + `/v2/": dial tcp ` + p + `: connect: connection refused`,
+			`image batch (used by CronJob.batch/nightly-report): list tags of ` + p + `/demo/batch: `,
+		} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("ComparisonError does not say %q:\n%s", want, msg)
+			}
 		}
 	})
 
@@ -515,18 +556,43 @@ func testNewTagRefresh(t *testing.T, lab *Lab) {
 	wantImages(t, "kubectl get deployment web", live(t, lab, "demo", "deployment", "web"), webRepo+":1.5.0", webRepo+":1.5.0")
 }
 
-// testRenderLatency reports what the renders cost as Argo CD saw them (its own logs:
-// cmp-server's GenerateManifest stream, repo-server's GenerateManifest call).
+// testRenderLatency measures renders as Argo CD sees them (its own logs: the
+// cmp-server's GenerateManifest stream, repo-server's GenerateManifest call) with the
+// daemon warm: the sidecar restarted with its default TTLs (2m), one hard refresh to
+// fill its cache, then hard refreshes that render again from the warm daemon. It also
+// reports every render of the whole run (TTLs 1s, so the daemon was mostly cold).
 func testRenderLatency(t *testing.T, lab *Lab) {
-	for _, src := range []struct{ log, service string }{
-		{"sidecar", "plugin.ConfigManagementPluginService"},
-		{"repo-server", "repository.RepoServerService"},
-	} {
-		ms := GRPCTimes(lab.LogLines(src.log, "GenerateManifest", src.service))
-		if len(ms) == 0 {
-			t.Errorf("no GenerateManifest timing of %s in %s.log", src.service, src.log)
-			continue
-		}
-		t.Logf("%s GenerateManifest, %d calls: %s", src.service, len(ms), Summary(ms))
+	const cmpSvc, repoSvc = "plugin.ConfigManagementPluginService", "repository.RepoServerService"
+	times := func(log, svc string) []time.Duration {
+		return GRPCTimes(lab.LogLines(log, `"GenerateManifest"`, svc))
+	}
+	allCmp, allRepo := times("sidecar", cmpSvc), times("repo-server", repoSvc)
+	if len(allCmp) == 0 || len(allRepo) == 0 {
+		t.Fatalf("no GenerateManifest timings in sidecar.log (%d) or repo-server.log (%d)", len(allCmp), len(allRepo))
+	}
+	t.Logf("whole run, 1s TTLs: cmp-server renders %s; repo-server manifest requests (cache hits included) %s", Summary(allCmp), Summary(allRepo))
+
+	ttls := lab.SidecarTTLs
+	lab.SidecarTTLs = []string{"--tag-ttl", "2m", "--head-ttl", "2m"}
+	defer func() { lab.SidecarTTLs = ttls }()
+	if err := lab.RestartSidecar(); err != nil {
+		t.Fatal(err)
+	}
+	cmp0, repo0 := len(times("sidecar", cmpSvc)), len(times("repo-server", repoSvc))
+	hardRefresh(t, lab, "demo") // cold daemon
+	cmp1, repo1 := len(times("sidecar", cmpSvc)), len(times("repo-server", repoSvc))
+	const warm = 5
+	for range warm {
+		hardRefresh(t, lab, "demo")
+	}
+	cmp, repo := times("sidecar", cmpSvc), times("repo-server", repoSvc)
+	if len(cmp)-cmp1 < warm {
+		t.Fatalf("%d hard refreshes made %d renders", warm, len(cmp)-cmp1)
+	}
+	t.Logf("daemon cold: cmp-server render %s; repo-server GenerateManifest %s", Summary(cmp[cmp0:cmp1]), Summary(repo[repo0:repo1]))
+	t.Logf("daemon warm: cmp-server render %s; repo-server GenerateManifest %s", Summary(cmp[cmp1:]), Summary(repo[repo1:]))
+	a := waitApp(t, lab, "demo", "compared", Compared)
+	if c := a.ConditionsText(); c != "" {
+		t.Errorf("conditions: %s", c)
 	}
 }

@@ -119,14 +119,17 @@ type Lab struct {
 	RepoMetrics  string // http://127.0.0.1:PORT/metrics of repo-server
 	SidecarAddr  string // 127.0.0.1:PORT of the resolver's /metrics and /readyz
 
-	sidecar   *Proc
-	redisAddr string
-	kubeURL   string // https://127.0.0.1:PORT of kube-apiserver
-	kubeToken string
-	gitSrv    *http.Server
-	cliLog    *os.File
-	cliMu     sync.Mutex
-	StartedIn time.Duration
+	sidecar *Proc
+	// SidecarTTLs are the sidecar's cache flags; 1s by default, so that a hard refresh
+	// right after a push sees the new tag.
+	SidecarTTLs []string
+	redisAddr   string
+	kubeURL     string // https://127.0.0.1:PORT of kube-apiserver
+	kubeToken   string
+	gitSrv      *http.Server
+	cliLog      *os.File
+	cliMu       sync.Mutex
+	StartedIn   time.Duration
 }
 
 const (
@@ -149,6 +152,7 @@ func StartLab(p Paths, v string) (lab *Lab, err error) {
 		Version: v, Paths: p, Dir: dir, Logs: filepath.Join(dir, "logs"),
 		ArgoDir:    filepath.Join(p.Cache, "argocd-"+v),
 		Kubeconfig: filepath.Join(dir, "kubeconfig"), CLIConfig: filepath.Join(dir, "argocd-cli.config"),
+		SidecarTTLs: []string{"--tag-ttl", "1s", "--head-ttl", "1s"},
 	}
 	lab.procs = NewProcs(lab.Logs)
 	for _, d := range []string{"logs", "etcd", "pki", "git", "tmp", "home", "cmp/config", "cmp/plugins", "argocd/tls", "argocd/ssh", "argocd/gpg"} {
@@ -693,7 +697,7 @@ func (l *Lab) StartSidecar() error {
 	p, err := l.start("sidecar", env, "argocd-image-resolver", "sidecar",
 		"--socket", filepath.Join(l.Dir, "cmp", "resolver.sock"),
 		"--metrics-addr", l.SidecarAddr, "--registries-config", l.registriesConfig(),
-		"--tag-ttl", "1s", "--head-ttl", "1s",
+		l.SidecarTTLs[0], l.SidecarTTLs[1], l.SidecarTTLs[2], l.SidecarTTLs[3],
 		"--", filepath.Join(l.ArgoDir, "argocd-cmp-server"), "--config-dir-path", filepath.Join(l.Dir, "cmp", "config"),
 		"--loglevel", "info", "--logformat", "json")
 	if err != nil {

@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// GRPCTimes reads grpc.time_ms from Argo CD's JSON log lines (the grpc logging
-// interceptor's "finished unary/streaming call" lines).
+// GRPCTimes reads grpc.time_ms from Argo CD's JSON log lines of finished calls (the
+// grpc logging interceptor: v2.14 says "finished unary call with code OK" or
+// "finished streaming call ..." with a number, v3.6 "finished call" with a string).
 func GRPCTimes(lines []string) []time.Duration {
 	var ds []time.Duration
 	for _, l := range lines {
@@ -21,9 +22,21 @@ func GRPCTimes(lines []string) []time.Duration {
 		if json.Unmarshal([]byte(l[i:]), &m) != nil {
 			continue
 		}
-		if ms, ok := m["grpc.time_ms"].(float64); ok {
-			ds = append(ds, time.Duration(ms*float64(time.Millisecond)))
+		if msg, _ := m["msg"].(string); !strings.HasPrefix(msg, "finished") {
+			continue
 		}
+		var ms float64
+		switch v := m["grpc.time_ms"].(type) {
+		case float64:
+			ms = v
+		case string:
+			if _, err := fmt.Sscanf(v, "%g", &ms); err != nil {
+				continue
+			}
+		default:
+			continue
+		}
+		ds = append(ds, time.Duration(ms*float64(time.Millisecond)))
 	}
 	return ds
 }
