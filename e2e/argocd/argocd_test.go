@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -166,7 +167,8 @@ func diff(t *testing.T, lab *Lab, wantCode int, args ...string) string {
 }
 
 // cliMessage is what the argocd CLI said on stderr: v3 writes its fatal error as a
-// JSON log line ({"level":"fatal","msg":...}), v2 as text.
+// JSON log line ({"level":"fatal","msg":"..."}), v2 as a logrus text line
+// (time=... level=fatal msg="...").
 func cliMessage(stderr string) string {
 	var b strings.Builder
 	for _, line := range strings.Split(stderr, "\n") {
@@ -175,6 +177,10 @@ func cliMessage(stderr string) string {
 		}
 		if json.Unmarshal([]byte(line), &m) == nil && m.Msg != "" {
 			line = m.Msg
+		} else if _, rest, ok := strings.Cut(line, " msg="); ok {
+			if q, err := strconv.QuotedPrefix(rest); err == nil {
+				line, _ = strconv.Unquote(q)
+			}
 		}
 		b.WriteString(line + "\n")
 	}
