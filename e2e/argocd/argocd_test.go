@@ -601,4 +601,11 @@ func testRenderLatency(t *testing.T, lab *Lab) {
 	if c := a.ConditionsText(); c != "" {
 		t.Errorf("conditions: %s", c)
 	}
+	// What the resolver counted for those renders (its /metrics): one ping per
+	// registry, then tags and manifests from its cache.
+	out, err := lab.Metrics("argocd_image_resolver_registry_requests_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("resolver's registry requests since its restart:\n%s", out)
 }

@@ -782,3 +782,23 @@ func (l *Lab) startArgo() error {
 		return err
 	})
 }
+
+// Metrics returns the lines of the resolver's /metrics that start with prefix.
+func (l *Lab) Metrics(prefix string) (string, error) {
+	resp, err := httpClient.Get("http://" + l.SidecarAddr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n"), nil
+}
