@@ -77,15 +77,18 @@ argocd() {
 	d=$HERE/argocd-v$major
 	grep -q "^require github.com/argoproj/argo-cd/v$major $ver\$" "$d/go.mod" ||
 		{ echo "$d/go.mod does not require argo-cd/v$major $ver (one version per major: edit it and go.sum)" >&2; return 1; }
-	local vd=$OUT/argocd-$ver tc st
+	local vd=$OUT/argocd-$ver tc st trim=-trimpath
 	tc=$(toolchain_for "$d/go.mod")
-	st=$(stamp_of "$d" "$ver" "$tc")
+	# v2 without -trimpath: the in-process e2e suite (e2e/go.mod) requires the same
+	# argo-cd v2.14.21 with the same module versions, so both compile each package once.
+	[ "$major" = 2 ] && trim=
+	st=$(stamp_of "$d" "$ver" "$tc" "$trim")
 	mkdir -p "$vd"
 	if fresh "$vd/argocd" "$st"; then
 		echo "argocd $ver: up to date"
 	else
 		local p=github.com/argoproj/argo-cd/v$major/common
-		(cd "$d" && GOTOOLCHAIN=$tc GOFLAGS="$GOFLAGS -mod=mod" go build -trimpath \
+		(cd "$d" && GOTOOLCHAIN=$tc GOFLAGS="$GOFLAGS -mod=mod" go build $trim \
 			-ldflags="-s -w -X $p.version=${ver#v} -X $p.gitTag=$ver -X $p.gitTreeState=clean" \
 			-o "$vd/argocd" "github.com/argoproj/argo-cd/v$major/cmd")
 		echo "$st" >"$vd/argocd.stamp"
