@@ -34,10 +34,9 @@ import (
 
 // Paths says where the binaries and the checkout are.
 type Paths struct {
-	Root    string // the repository checkout (testdata/, plugin.yaml)
-	Cache   string // .cache/e2e: bin/ and argocd-<version>/
-	Bin     string // Cache/bin: kube-apiserver, kubectl, argocd-image-resolver, demo
-	Testbin string // e2e/argocd/testdata
+	Root  string // the repository checkout (testdata/, plugin.yaml)
+	Cache string // .cache/e2e (or $E2E_CACHE): bin/ and argocd-<version>/
+	Bin   string // Cache/bin: kube-apiserver, kubectl, argocd-image-resolver, demo
 }
 
 // FindPaths locates the checkout from the test's working directory (e2e/argocd).
@@ -54,7 +53,7 @@ func FindPaths() (Paths, error) {
 	if cache == "" {
 		cache = filepath.Join(root, ".cache", "e2e")
 	}
-	return Paths{Root: root, Cache: cache, Bin: filepath.Join(cache, "bin"), Testbin: filepath.Join(wd, "testdata")}, nil
+	return Paths{Root: root, Cache: cache, Bin: filepath.Join(cache, "bin")}, nil
 }
 
 // Versions lists the Argo CD versions of e2e/build/versions.txt, the one list that
@@ -552,7 +551,7 @@ func (l *Lab) startRedis() error {
 
 // startGit serves Dir/git over smart HTTP from the test process (git http-backend as
 // CGI, pushes allowed), and pushes one commit with the checkout's testdata/apps under
-// apps/ and e2e/argocd/testdata/apps under e2e/.
+// apps/.
 func (l *Lab) startGit() error {
 	out, err := l.must("", "git", "--exec-path")
 	if err != nil {

@@ -113,7 +113,7 @@ func (p *Proc) Stop(grace time.Duration) (took time.Duration, killed bool) {
 	return time.Since(t0), killed
 }
 
-// Kill sends SIGKILL to the group leader only (not its group) and waits for it: the
+// KillLeader sends SIGKILL to the group leader only (not its group) and waits for it: the
 // sidecar's children (argocd-cmp-server) go on running, orphaned, in the same group.
 func (p *Proc) KillLeader() {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)

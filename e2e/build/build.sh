@@ -99,13 +99,17 @@ argocd() {
 		ln -sfn argocd "$vd/$n"
 	done
 	# The module's own files: CRDs and hack/git-verify-wrapper.sh (v3.6's repo-server runs it
-	# for every manifest request, from PATH).
-	local src
-	src=$(cd "$d" && GOTOOLCHAIN=$tc GOFLAGS= go list -m -f '{{.Dir}}' "github.com/argoproj/argo-cd/v$major")
-	rm -rf "$vd/crds" && mkdir -p "$vd/crds"
-	cp "$src"/manifests/crds/*-crd.yaml "$vd/crds/"
-	chmod -R u+w "$vd/crds"
-	if [ -f "$src/hack/git-verify-wrapper.sh" ]; then install -m 0755 "$src/hack/git-verify-wrapper.sh" "$vd/"; fi
+	# for every manifest request, from PATH). Copied with each build, so that a kept
+	# .cache/e2e is all the tests need (no module cache).
+	if [ "$(cat "$vd/files.stamp" 2>/dev/null)" != "$st" ]; then
+		local src
+		src=$(cd "$d" && GOTOOLCHAIN=$tc GOFLAGS="$GOFLAGS -mod=mod" go list -m -f '{{.Dir}}' "github.com/argoproj/argo-cd/v$major")
+		rm -rf "$vd/crds" && mkdir -p "$vd/crds"
+		cp "$src"/manifests/crds/*-crd.yaml "$vd/crds/"
+		chmod -R u+w "$vd/crds"
+		if [ -f "$src/hack/git-verify-wrapper.sh" ]; then install -m 0755 "$src/hack/git-verify-wrapper.sh" "$vd/"; fi
+		echo "$st" >"$vd/files.stamp"
+	fi
 	"$vd/argocd" version --client --short
 }
 
