@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -215,31 +216,41 @@ func (l *Lab) Stop(w io.Writer) {
 // ---------------------------------------------------------------------------------
 // helpers
 
+// Ports are picked below Linux's ephemeral range (32768-60999 by default), so that no
+// outgoing connection takes one between the pick and the process's bind, and never
+// twice in one test binary (two labs start at once).
+var (
+	portsMu   sync.Mutex
+	portsUsed = map[int]bool{}
+)
+
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ps, err := freePorts(1)
 	if err != nil {
 		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ps[0], nil
 }
 
 func freePorts(n int) ([]int, error) {
-	// Hold them all open until each is known, so that they are distinct.
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
+	portsMu.Lock()
+	defer portsMu.Unlock()
 	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, errors.New("no free port in 20000-32000")
 		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		p := 20000 + mrand.IntN(12000)
+		if portsUsed[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		portsUsed[p] = true
+		ports = append(ports, p)
 	}
 	return ports, nil
 }

@@ -1,6 +1,7 @@
 package argocde2e
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -18,7 +19,11 @@ type TCPProxy struct {
 }
 
 func NewTCPProxy(target string) (*TCPProxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freePort() // below the ephemeral range: Up can listen there again
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		return nil, err
 	}
