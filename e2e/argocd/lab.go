@@ -89,6 +89,12 @@ func CheckTools(p Paths, v string) error {
 			errs = append(errs, fmt.Errorf("%s missing: run e2e/build/build.sh (make e2e does)", f))
 		}
 	}
+	if strings.HasPrefix(v, "v3.") {
+		// v3.6's repo-server runs it for every manifest request.
+		if _, err := os.Stat(filepath.Join(argo, "git-verify-wrapper.sh")); err != nil {
+			errs = append(errs, fmt.Errorf("%s/git-verify-wrapper.sh missing: run e2e/build/build.sh", argo))
+		}
+	}
 	if _, err := os.Stat(filepath.Join(argo, "crds")); err != nil {
 		errs = append(errs, fmt.Errorf("%s/crds missing: run e2e/build/build.sh", argo))
 	}

@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	for _, l := range KillLeftovers(os.TempDir()) {
+		fmt.Fprintln(os.Stderr, "argocd e2e:", l)
+	}
 	// An interrupted run (Ctrl-C, CI cancelling) still ends every process it started.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)

@@ -81,6 +81,7 @@ func (ps *Procs) Start(name string, env []string, argv ...string) (*Proc, error)
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
+	ps.record(cmd.Process.Pid, name)
 	p := &Proc{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
