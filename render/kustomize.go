@@ -17,12 +17,8 @@ import (
 // plugins disabled, no Helm, output order as the kustomize CLI prints it (legacy
 // order unless the kustomization sets sortOptions).
 func renderKustomize(ctx context.Context, dir string) ([]*kyaml.RNode, error) {
-	opts := krusty.MakeDefaultOptions()
-	opts.LoadRestrictions = types.LoadRestrictionsRootOnly
-	opts.PluginConfig = types.DisabledPluginConfig()
-	opts.Reorder = krusty.ReorderOptionUnspecified // what `kustomize build` passes by default
 	fs := &guardedFS{FileSystem: filesys.MakeFsOnDisk(), root: dir}
-	m, err := krusty.MakeKustomizer(opts).Run(fs, dir)
+	m, err := krusty.MakeKustomizer(kustomizeOptions()).Run(fs, dir)
 	if ferr := fs.refused(); ferr != nil {
 		return nil, ferr
 	}
@@ -39,11 +35,66 @@ func renderKustomize(ctx context.Context, dir string) ([]*kyaml.RNode, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	out, err := m.AsYaml()
-	if err != nil {
-		return nil, fmt.Errorf("kustomize build: %w", err)
+	var out []*kyaml.RNode
+	for i, res := range m.ToRNodeSlice() {
+		objs, err := printedObjects(res)
+		if err != nil {
+			return nil, fmt.Errorf("kustomize build: resource %d (%s): %w", i+1, objectRef(res), err)
+		}
+		out = append(out, objs...)
 	}
-	return parseYAML("kustomize build output", out)
+	return out, nil
+}
+
+// printedObjects returns res as `kustomize build` prints it (printedForm), with a
+// List flattened as parseYAML flattens one in the printed stream.
+func printedObjects(res *kyaml.RNode) ([]*kyaml.RNode, error) {
+	quoteEmptyInFlow(res.YNode(), false)
+	v, err := res.Map()
+	if err != nil {
+		return nil, err
+	}
+	n, err := printedForm(v)
+	if err != nil {
+		return nil, err
+	}
+	return documentObjects(n)
+}
+
+// kustomizeOptions are those of the sidecar's `kustomize build`.
+func kustomizeOptions() *krusty.Options {
+	opts := krusty.MakeDefaultOptions()
+	opts.LoadRestrictions = types.LoadRestrictionsRootOnly
+	opts.PluginConfig = types.DisabledPluginConfig()
+	opts.Reorder = krusty.ReorderOptionUnspecified // what `kustomize build` passes by default
+	return opts
+}
+
+// quoteEmptyInFlow makes an empty plain scalar in a flow collection or as a key
+// (the A of "{name: x, A}") the empty string. The CLI prints a resource with
+// kyaml before encoding it as JSON, and the emitter cannot write an empty plain
+// scalar there, so it writes ” and the value reads back as "", not null.
+// n belongs to a copy of kustomize's resource (ToRNodeSlice copies), so it is
+// changed in place.
+func quoteEmptyInFlow(n *kyaml.Node, flow bool) {
+	if n == nil {
+		return
+	}
+	flow = flow || n.Style&kyaml.FlowStyle != 0
+	switch n.Kind {
+	case kyaml.DocumentNode, kyaml.SequenceNode:
+		for _, c := range n.Content {
+			quoteEmptyInFlow(c, flow)
+		}
+	case kyaml.MappingNode:
+		for i, c := range n.Content {
+			quoteEmptyInFlow(c, flow || i%2 == 0)
+		}
+	case kyaml.ScalarNode:
+		if flow && n.Value == "" && n.Style == 0 && (n.Tag == "" || n.Tag == "!!null") {
+			n.Tag = "!!str"
+		}
+	}
 }
 
 // guardedFS refuses, with a clear error, a kustomization that inflates Helm charts,
