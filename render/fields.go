@@ -100,22 +100,21 @@ func ParseExtraPath(s string) (ExtraPath, error) {
 	}
 	kind, group, _ := strings.Cut(kindGroup, ".")
 	p := ExtraPath{Group: group, Kind: kind, Path: path}
-	if _, part, err := p.check(); err != nil {
-		return ExtraPath{}, &resolve.InputError{Field: "extra image path", Value: s, Accepted: extraPathForm,
-			Err: fmt.Errorf("the %s: %w", part, err)}
+	if _, _, err := p.check(); err != nil {
+		return ExtraPath{}, &resolve.InputError{Field: "extra image path", Value: s, Accepted: extraPathForm, Err: err}
 	}
 	return p, nil
 }
 
 // Validate checks the kind, the group and the path syntax.
 func (p ExtraPath) Validate() error {
-	_, _, err := p.spec()
+	_, err := p.spec()
 	return err
 }
 
 // spec turns p into the walker's data; the error is a *resolve.InputError naming the
 // part of p at fault.
-func (p ExtraPath) spec() (fieldSpec, string, error) {
+func (p ExtraPath) spec() (fieldSpec, error) {
 	segs, part, err := p.check()
 	if err != nil {
 		ie := &resolve.InputError{Field: "extra path " + part, Value: p.Kind, Accepted: "a resource kind such as MyApp", Err: err}
@@ -125,9 +124,9 @@ func (p ExtraPath) spec() (fieldSpec, string, error) {
 		case "path":
 			ie.Field, ie.Value, ie.Accepted = "extra path", p.Path, pathAccepted
 		}
-		return fieldSpec{}, part, ie
+		return fieldSpec{}, ie
 	}
-	return fieldSpec{group: p.Group, kind: p.Kind, path: segs}, "", nil
+	return fieldSpec{group: p.Group, kind: p.Kind, path: segs}, nil
 }
 
 // check returns p's path segments, or which part of p ("kind", "group", "path") is

@@ -70,33 +70,6 @@ func kustomizeOptions() *krusty.Options {
 	return opts
 }
 
-// quoteEmptyInFlow makes an empty plain scalar in a flow collection or as a key
-// (the A of "{name: x, A}") the empty string. The CLI prints a resource with
-// kyaml before encoding it as JSON, and the emitter cannot write an empty plain
-// scalar there, so it writes ” and the value reads back as "", not null.
-// n belongs to a copy of kustomize's resource (ToRNodeSlice copies), so it is
-// changed in place.
-func quoteEmptyInFlow(n *kyaml.Node, flow bool) {
-	if n == nil {
-		return
-	}
-	flow = flow || n.Style&kyaml.FlowStyle != 0
-	switch n.Kind {
-	case kyaml.DocumentNode, kyaml.SequenceNode:
-		for _, c := range n.Content {
-			quoteEmptyInFlow(c, flow)
-		}
-	case kyaml.MappingNode:
-		for i, c := range n.Content {
-			quoteEmptyInFlow(c, flow || i%2 == 0)
-		}
-	case kyaml.ScalarNode:
-		if flow && n.Value == "" && n.Style == 0 && (n.Tag == "" || n.Tag == "!!null") {
-			n.Tag = "!!str"
-		}
-	}
-}
-
 // guardedFS refuses, with a clear error, a kustomization that inflates Helm charts,
 // when kustomize reads it, so the message names the file.
 type guardedFS struct {

@@ -18,10 +18,10 @@ import (
 // `kustomize build` prints each resource by encoding it as JSON and that JSON as
 // YAML with go-yaml v2 (sigs.k8s.io/yaml.JSONToYAML): keys sorted, comments and
 // anchors gone, numbers and strings spelled as v2 spells them. Argo CD applies what
-// the CLI prints, and Kustomize apps must come out of the sidecar byte for byte as
-// they would from Argo CD's own Kustomize, so printedForm builds that same tree from
-// a resource's decoded value, without printing and parsing it: the node read back
-// from the CLI's output, so that kyaml.String writes the CLI's bytes.
+// the CLI prints, and the sidecar's Kustomize output must keep that content, so
+// printedForm builds, from a resource's decoded value and without printing it, the
+// node that parsing the CLI's output gives: Write then prints the bytes it printed
+// when Render parsed the output of the ResMap's AsYaml.
 
 // printedForm returns the node `kustomize build` prints for v, a value as
 // kyaml.RNode.Map decodes a resource.
@@ -95,6 +95,33 @@ func printedForm(v any) (*kyaml.Node, error) {
 	// A mapping with a key that is not a string (e.g. an unquoted 80: under
 	// data), which JSON cannot hold: kustomize build fails on it too.
 	return nil, fmt.Errorf("a %T cannot be encoded as JSON (a mapping key that is not a string?)", v)
+}
+
+// quoteEmptyInFlow makes an empty plain scalar in a flow collection or as a key
+// (the A of "{name: x, A}") an empty string rather than null, before the resource
+// is decoded. The CLI encodes a resource as JSON by printing it with kyaml first,
+// and the emitter cannot write an empty plain scalar there: it quotes it, and the
+// value reads back as a string. n must be a copy (ToRNodeSlice copies), as it is
+// changed in place.
+func quoteEmptyInFlow(n *kyaml.Node, flow bool) {
+	if n == nil {
+		return
+	}
+	flow = flow || n.Style&kyaml.FlowStyle != 0
+	switch n.Kind {
+	case kyaml.DocumentNode, kyaml.SequenceNode:
+		for _, c := range n.Content {
+			quoteEmptyInFlow(c, flow)
+		}
+	case kyaml.MappingNode:
+		for i, c := range n.Content {
+			quoteEmptyInFlow(c, flow || i%2 == 0)
+		}
+	case kyaml.ScalarNode:
+		if flow && n.Value == "" && n.Style == 0 && (n.Tag == "" || n.Tag == "!!null") {
+			n.Tag = "!!str"
+		}
+	}
 }
 
 // jsonFloat spells f as encoding/json does.

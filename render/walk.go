@@ -34,7 +34,7 @@ func newImageFields(extra []ExtraPath) (*imageFields, error) {
 		add(s)
 	}
 	for _, p := range extra {
-		s, _, err := p.spec()
+		s, err := p.spec()
 		if err != nil {
 			return nil, err
 		}
