@@ -6,7 +6,7 @@ BIN := $(CURDIR)/bin
 REGISTRY_BIN := $(CACHE)/bin/registry
 export PATH := $(CACHE)/bin:$(PATH)
 
-.PHONY: all build demo test test-unit test-e2e bench bench-tools e2e-registry vet fuzz clean
+.PHONY: all build demo test test-unit test-e2e e2e e2e-build bench bench-tools e2e-registry vet fuzz clean
 
 all: build
 
@@ -18,8 +18,9 @@ build:
 demo: build
 	$(GO) run ./cmd/demo --bin $(BIN)/argocd-image-resolver
 
-## test: vet, unit and integration tests of the main module, then e2e against Argo CD's own code
-test: vet test-unit test-e2e
+## test: every test: vet, unit and integration tests of the main module (test-unit), e2e
+## against Argo CD's own code in-process (test-e2e), then a whole Argo CD per version (e2e)
+test: vet test-unit test-e2e e2e
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
@@ -34,6 +35,16 @@ $(REGISTRY_BIN):
 
 test-e2e: e2e-registry
 	cd e2e && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
+
+## e2e-build: kube-apiserver, kubectl, argocd (each version of e2e/build/versions.txt) and
+## this checkout's binaries into .cache/e2e; cached (a warm run takes seconds)
+e2e-build:
+	bash e2e/build/build.sh all
+
+## e2e: a whole Argo CD on loopback per version, driven with the argocd CLI and kubectl
+## (e2e/argocd; needs etcd, redis-server and git on PATH: see e2e/README.md)
+e2e: e2e-build
+	cd e2e/argocd && $(GO) vet ./... && $(GO) test -count=1 -timeout 40m -v ./...
 
 ## bench: registry requests, wall time and allocations (see README "Benchmarks")
 bench: bench-tools

@@ -1,11 +1,13 @@
 package render
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/kustomize/kyaml/kio"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
@@ -62,6 +64,9 @@ func TestFindImagesWorkloadKinds(t *testing.T) {
 		{"apps/v1", "DaemonSet", "spec:\n" + template, "spec.template.spec"},
 		{"apps/v1", "ReplicaSet", "spec:\n" + template, "spec.template.spec"},
 		{"extensions/v1beta1", "Deployment", "spec:\n" + template, "spec.template.spec"},
+		{"extensions/v1beta1", "StatefulSet", "spec:\n" + template, "spec.template.spec"},
+		{"extensions/v1beta1", "DaemonSet", "spec:\n" + template, "spec.template.spec"},
+		{"extensions/v1beta1", "ReplicaSet", "spec:\n" + template, "spec.template.spec"},
 		{"batch/v1", "Job", "spec:\n" + template, "spec.template.spec"},
 		{"v1", "ReplicationController", "spec:\n" + template, "spec.template.spec"},
 		{"v1", "PodTemplate", indent(template, -2), "template.spec"},
@@ -70,6 +75,12 @@ func TestFindImagesWorkloadKinds(t *testing.T) {
 		{"batch/v1beta1", "CronJob", "spec:\n  jobTemplate:\n    spec:\n" + indent(template, 4), "spec.jobTemplate.spec.template.spec"},
 		// Not workloads, or workloads of another group: nothing is read.
 		{"example.com/v1", "Deployment", "spec:\n" + template, ""},
+		{"v1", "Deployment", "spec:\n" + template, ""},
+		{"batch/v1", "Deployment", "spec:\n" + template, ""},
+		{"apps/v1", "Job", "spec:\n" + template, ""},
+		{"apps/v1", "Pod", "spec:" + indent(podSpec, -4) + "\n", ""},
+		{"argoproj.io/v1alpha1", "Deployment", "spec:\n" + template, ""},
+		{"batch/v1", "CronJob", "spec:\n" + template, ""}, // a CronJob's pod template is under jobTemplate
 		{"v1", "ConfigMap", "data:\n  image: nginx\n", ""},
 		{"argoproj.io/v1alpha1", "Rollout", "spec:\n  workloadRef: {kind: Deployment, name: x}\n", ""},
 	}
@@ -144,6 +155,8 @@ func TestFindImagesErrors(t *testing.T) {
 		{"containers not a list", "      containers: {name: c}", []string{"spec.template.spec.containers", "not a list"}},
 		{"container not a mapping", "      containers: [nginx]", []string{"spec.template.spec.containers[0]", "not a container"}},
 		{"pod spec not a mapping", "      42", []string{"spec.template.spec", "not a mapping"}},
+		{"null container", "      containers: [null]", []string{"spec.template.spec.containers[0]", "null", "not a container"}},
+		{"nodeSelector not a mapping", "      nodeSelector: [a]\n      containers: [{name: c, image: nginx}]", []string{"spec.template.spec.nodeSelector", "not a mapping"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,160 +178,31 @@ func TestFindImagesErrors(t *testing.T) {
 	}
 }
 
-func TestFindImagesExtraPaths(t *testing.T) {
-	objs := mustParse(t, `apiVersion: demo.local/v1
-kind: Widget
-metadata: {name: w}
-spec:
-  image: registry.demo.local/demo/widget:1
-  sidecars:
-    - name: log
-      image: registry.demo.local/demo/log:2
-    - image: registry.demo.local/demo/metrics:3
-    - name: noimage
----
-apiVersion: other.local/v1
-kind: Widget
-metadata: {name: other}
-spec:
-  image: registry.demo.local/demo/other:1
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: cm}
-data:
-  image: registry.demo.local/demo/cm:1
-`)
-	extra := []ExtraPath{
-		{Group: "demo.local", Kind: "Widget", Path: "spec.image"},
-		{Group: "demo.local", Kind: "Widget", Path: "spec.sidecars[].image"},
-		{Group: "demo.local", Kind: "Widget", Path: "spec.missing[].image"},
-		{Group: "", Kind: "ConfigMap", Path: "data.image"},
+// imageFields is a kio.Filter: it returns the objects it was given, unchanged, and
+// collects their image fields.
+func TestImageFieldsFilter(t *testing.T) {
+	objs := mustParse(t, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: a, image: nginx}]}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")
+	var before bytes.Buffer
+	if err := Write(&before, objs); err != nil {
+		t.Fatal(err)
 	}
-	uses, err := FindImages(objs, extra...)
+	f, err := newImageFields(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, u := range uses {
-		got = append(got, u.Object.Name+" "+u.Path+" "+u.Raw)
+	var filter kio.Filter = f
+	out, err := filter.Filter(objs)
+	if err != nil {
+		t.Fatal(err)
 	}
-	want := []string{
-		"w spec.image registry.demo.local/demo/widget:1",
-		"w spec.sidecars[log].image registry.demo.local/demo/log:2",
-		"w spec.sidecars[1].image registry.demo.local/demo/metrics:3",
-		"cm data.image registry.demo.local/demo/cm:1",
+	var after bytes.Buffer
+	if err := Write(&after, out); err != nil {
+		t.Fatal(err)
 	}
-	if !slices.Equal(got, want) {
-		t.Errorf("got %q\nwant %q", got, want)
+	if len(out) != 2 || out[0] != objs[0] || after.String() != before.String() {
+		t.Errorf("the filter changed its input:\n%s", after.String())
 	}
-
-	for _, bad := range []ExtraPath{
-		{Kind: "Widget", Path: ""},
-		{Kind: "Widget", Path: "spec..image"},
-		{Kind: "Widget", Path: "spec.containers[0].image"},
-		{Kind: "Widget", Path: "spec.containers[]"},
-		{Kind: "", Path: "spec.image"},
-	} {
-		if _, err := FindImages(objs, bad); err == nil || bad.Validate() == nil {
-			t.Errorf("%+v accepted", bad)
-		}
-	}
-	if _, err := FindImages(objs, ExtraPath{Group: "demo.local", Kind: "Widget", Path: "spec.image.x"}); err == nil {
-		t.Error("a path through a string was accepted")
-	}
-}
-
-func TestWorkloadPlatforms(t *testing.T) {
-	tests := []struct {
-		name, spec string
-		want       string
-	}{
-		{"none", ``, ""},
-		{"nodeSelector arch", `nodeSelector: {kubernetes.io/arch: arm64}`, "linux/arm64"},
-		{"nodeSelector legacy label", `nodeSelector: {beta.kubernetes.io/arch: amd64, beta.kubernetes.io/os: linux}`, "linux/amd64"},
-		{"nodeSelector os only", `nodeSelector: {kubernetes.io/os: linux}`, ""},
-		{"nodeSelector windows", `nodeSelector: {kubernetes.io/os: windows, kubernetes.io/arch: amd64}`, "windows/amd64"},
-		{"nodeSelector other labels", `nodeSelector: {disktype: ssd}`, ""},
-		{"conflicting labels", `nodeSelector: {kubernetes.io/arch: arm64, beta.kubernetes.io/arch: amd64}`, ""},
-		{"affinity In two arches", `affinity:
-  nodeAffinity:
-    requiredDuringSchedulingIgnoredDuringExecution:
-      nodeSelectorTerms:
-        - matchExpressions:
-            - {key: kubernetes.io/arch, operator: In, values: [arm64, amd64]}`, "linux/amd64,linux/arm64"},
-		{"affinity two terms united", `affinity:
-  nodeAffinity:
-    requiredDuringSchedulingIgnoredDuringExecution:
-      nodeSelectorTerms:
-        - matchExpressions:
-            - {key: kubernetes.io/arch, operator: In, values: [arm64]}
-        - matchExpressions:
-            - {key: kubernetes.io/arch, operator: In, values: [amd64, arm64]}
-            - {key: kubernetes.io/os, operator: In, values: [linux]}`, "linux/amd64,linux/arm64"},
-		{"affinity term without arch leaves it open", `affinity:
-  nodeAffinity:
-    requiredDuringSchedulingIgnoredDuringExecution:
-      nodeSelectorTerms:
-        - matchExpressions:
-            - {key: kubernetes.io/arch, operator: In, values: [arm64]}
-        - matchExpressions:
-            - {key: topology.kubernetes.io/zone, operator: In, values: [a]}`, ""},
-		{"affinity NotIn does not enumerate", `affinity:
-  nodeAffinity:
-    requiredDuringSchedulingIgnoredDuringExecution:
-      nodeSelectorTerms:
-        - matchExpressions:
-            - {key: kubernetes.io/arch, operator: NotIn, values: [amd64]}`, ""},
-		{"affinity and nodeSelector both hold", `nodeSelector: {kubernetes.io/arch: arm64}
-affinity:
-  nodeAffinity:
-    requiredDuringSchedulingIgnoredDuringExecution:
-      nodeSelectorTerms:
-        - matchExpressions:
-            - {key: kubernetes.io/arch, operator: In, values: [arm64, amd64]}`, "linux/arm64"},
-		{"expressions in a term are ANDed", `affinity:
-  nodeAffinity:
-    requiredDuringSchedulingIgnoredDuringExecution:
-      nodeSelectorTerms:
-        - matchExpressions:
-            - {key: kubernetes.io/arch, operator: In, values: [arm64, amd64]}
-            - {key: beta.kubernetes.io/arch, operator: In, values: [amd64, s390x]}`, "linux/amd64"},
-		{"two oses by term", `affinity:
-  nodeAffinity:
-    requiredDuringSchedulingIgnoredDuringExecution:
-      nodeSelectorTerms:
-        - matchExpressions:
-            - {key: kubernetes.io/os, operator: In, values: [windows]}
-            - {key: kubernetes.io/arch, operator: In, values: [amd64]}
-        - matchExpressions:
-            - {key: kubernetes.io/arch, operator: In, values: [arm64]}`, "linux/arm64,windows/amd64"},
-		{"preferred affinity is ignored", `affinity:
-  nodeAffinity:
-    preferredDuringSchedulingIgnoredDuringExecution:
-      - weight: 1
-        preference:
-          matchExpressions:
-            - {key: kubernetes.io/arch, operator: In, values: [arm64]}`, ""},
-		{"arm variant label value normalised", `nodeSelector: {kubernetes.io/arch: aarch64}`, "linux/arm64"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			src := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n" +
-				indent(tt.spec, 6) + "\n      containers: [{name: c, image: nginx}]\n"
-			uses, err := FindImages(mustParse(t, src))
-			if err != nil {
-				t.Fatalf("%v\n%s", err, src)
-			}
-			if len(uses) != 1 {
-				t.Fatalf("uses %v", uses)
-			}
-			if got := platformList(uses[0].Platforms); got != tt.want {
-				t.Errorf("platforms %q, want %q", got, tt.want)
-			}
-			if tt.want == "" && uses[0].Platforms != nil {
-				t.Errorf("platforms %#v, want nil", uses[0].Platforms)
-			}
-		})
+	if len(f.uses) != 1 || f.uses[0].Path != "spec.containers[a].image" {
+		t.Errorf("uses %+v", f.uses)
 	}
 }

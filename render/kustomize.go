@@ -17,12 +17,8 @@ import (
 // plugins disabled, no Helm, output order as the kustomize CLI prints it (legacy
 // order unless the kustomization sets sortOptions).
 func renderKustomize(ctx context.Context, dir string) ([]*kyaml.RNode, error) {
-	opts := krusty.MakeDefaultOptions()
-	opts.LoadRestrictions = types.LoadRestrictionsRootOnly
-	opts.PluginConfig = types.DisabledPluginConfig()
-	opts.Reorder = krusty.ReorderOptionUnspecified // what `kustomize build` passes by default
 	fs := &guardedFS{FileSystem: filesys.MakeFsOnDisk(), root: dir}
-	m, err := krusty.MakeKustomizer(opts).Run(fs, dir)
+	m, err := krusty.MakeKustomizer(kustomizeOptions()).Run(fs, dir)
 	if ferr := fs.refused(); ferr != nil {
 		return nil, ferr
 	}
@@ -39,11 +35,39 @@ func renderKustomize(ctx context.Context, dir string) ([]*kyaml.RNode, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	out, err := m.AsYaml()
-	if err != nil {
-		return nil, fmt.Errorf("kustomize build: %w", err)
+	var out []*kyaml.RNode
+	for i, res := range m.ToRNodeSlice() {
+		objs, err := printedObjects(res)
+		if err != nil {
+			return nil, fmt.Errorf("kustomize build: resource %d (%s): %w", i+1, objectRef(res), err)
+		}
+		out = append(out, objs...)
 	}
-	return parseYAML("kustomize build output", out)
+	return out, nil
+}
+
+// printedObjects returns res as `kustomize build` prints it (printedForm), with a
+// List flattened as parseYAML flattens one in the printed stream.
+func printedObjects(res *kyaml.RNode) ([]*kyaml.RNode, error) {
+	quoteEmptyInFlow(res.YNode(), false)
+	v, err := res.Map()
+	if err != nil {
+		return nil, err
+	}
+	n, err := printedForm(v)
+	if err != nil {
+		return nil, err
+	}
+	return documentObjects(n)
+}
+
+// kustomizeOptions are those of the sidecar's `kustomize build`.
+func kustomizeOptions() *krusty.Options {
+	opts := krusty.MakeDefaultOptions()
+	opts.LoadRestrictions = types.LoadRestrictionsRootOnly
+	opts.PluginConfig = types.DisabledPluginConfig()
+	opts.Reorder = krusty.ReorderOptionUnspecified // what `kustomize build` passes by default
+	return opts
 }
 
 // guardedFS refuses, with a clear error, a kustomization that inflates Helm charts,

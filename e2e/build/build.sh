@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Builds what the whole-Argo CD tests (e2e/argocd) run, from the Go module proxy only, into
+# <repo>/.cache/e2e (E2E_CACHE overrides):
+#   bin/kube-apiserver, bin/kubectl         k8s.io/kubernetes, module e2e/build/kube
+#   argocd-<version>/argocd (+ role names)  github.com/argoproj/argo-cd/v2|v3, modules
+#                                           e2e/build/argocd-v2, e2e/build/argocd-v3
+#   argocd-<version>/git-verify-wrapper.sh  from the argo-cd module's hack/ (v3.6 needs it)
+#   argocd-<version>/crds/*.yaml            the CRDs from the argo-cd module
+#   bin/argocd-image-resolver(-generate),   this checkout's cmd/... (always rebuilt: go's
+#   bin/demo                                cache makes that quick)
+# Debian packages (etcd-server, redis-server, git) are .ci/run's business, not this script's.
+#
+# Usage: build.sh [all|kube|argocd VERSION...|resolver]   (all: every version in
+#        e2e/build/versions.txt). Idempotent: a binary whose stamp (module files, version,
+#        go version) matches is kept, so a warm run takes seconds. FORCE=1 rebuilds.
+# Prints one timing line per step ("== step: Ns").
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+OUT=${E2E_CACHE:-$ROOT/.cache/e2e}
+FORCE=${FORCE:-0}
+mkdir -p "$OUT/bin"
+export GOFLAGS=${GOFLAGS:--buildvcs=false}
+
+step() { # step NAME CMD...
+	local name=$1 t0=$SECONDS
+	shift
+	echo "== $name"
+	"$@"
+	echo "== $name: $((SECONDS - t0))s"
+}
+
+# stamp_of DIR EXTRA...: a hash of the module's go.mod/go.sum, the extra words and go's version.
+stamp_of() {
+	local d=$1
+	shift
+	{ cat "$d/go.mod" "$d/go.sum" 2>/dev/null; echo "$@"; go version; } | sha256sum | cut -c1-16
+}
+fresh() { # fresh BINARY STAMP: the binary exists with this stamp
+	[ "$FORCE" != 1 ] && [ -x "$1" ] && [ "$(cat "$1.stamp" 2>/dev/null)" = "$2" ]
+}
+
+kube() {
+	local d=$HERE/kube ver
+	ver=$(sed -n 's/^require k8s.io\/kubernetes \(v[^ ]*\)$/\1/p' "$d/go.mod")
+	[ -n "$ver" ] || { echo "no k8s.io/kubernetes version in $d/go.mod" >&2; return 1; }
+	local st
+	st=$(stamp_of "$d" "$ver")
+	if fresh "$OUT/bin/kube-apiserver" "$st" && fresh "$OUT/bin/kubectl" "$st"; then
+		echo "kube-apiserver, kubectl $ver: up to date"
+		return
+	fi
+	# Version stamps as Kubernetes' own build sets them (hack/lib/version.sh); without them
+	# the binaries say v0.0.0-master, which clients parse badly.
+	local minor x ldf="-s -w"
+	minor=$(echo "$ver" | cut -d. -f2)
+	for x in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		ldf="$ldf -X $x.gitVersion=$ver -X $x.gitMajor=1 -X $x.gitMinor=$minor -X $x.gitTreeState=clean"
+	done
+	(cd "$d" && GOTOOLCHAIN=local GOFLAGS="$GOFLAGS -mod=mod" go build -trimpath -ldflags="$ldf" -o "$OUT/bin/" \
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
+	echo "$st" >"$OUT/bin/kube-apiserver.stamp"
+	echo "$st" >"$OUT/bin/kubectl.stamp"
+	"$OUT/bin/kube-apiserver" --version
+}
+
+# toolchain_for GOMOD: the GOTOOLCHAIN a module needs (v3.6 says `go 1.27.0`: the go command
+# fetches go1.27.3 from the module proxy, for that build only).
+toolchain_for() {
+	if grep -qE '^go 1\.(2[7-9]|[3-9][0-9])' "$1"; then echo go1.27.3; else echo local; fi
+}
+
+argocd() {
+	local ver=$1 major d
+	major=$(echo "$ver" | sed 's/^v\([0-9]*\).*/\1/')
+	d=$HERE/argocd-v$major
+	grep -q "^require github.com/argoproj/argo-cd/v$major $ver\$" "$d/go.mod" ||
+		{ echo "$d/go.mod does not require argo-cd/v$major $ver (one version per major: edit it and go.sum)" >&2; return 1; }
+	local vd=$OUT/argocd-$ver tc st trim=-trimpath
+	tc=$(toolchain_for "$d/go.mod")
+	# v2 without -trimpath: the in-process e2e suite (e2e/go.mod) requires the same
+	# argo-cd v2.14.21 with the same module versions, so both compile each package once.
+	[ "$major" = 2 ] && trim=
+	st=$(stamp_of "$d" "$ver" "$tc" "$trim")
+	mkdir -p "$vd"
+	if fresh "$vd/argocd" "$st"; then
+		echo "argocd $ver: up to date"
+	else
+		local p=github.com/argoproj/argo-cd/v$major/common
+		(cd "$d" && GOTOOLCHAIN=$tc GOFLAGS="$GOFLAGS -mod=mod" go build $trim \
+			-ldflags="-s -w -X $p.version=${ver#v} -X $p.gitTag=$ver -X $p.gitTreeState=clean" \
+			-o "$vd/argocd" "github.com/argoproj/argo-cd/v$major/cmd")
+		echo "$st" >"$vd/argocd.stamp"
+	fi
+	# The multi-call binary picks its role from argv[0].
+	local n
+	for n in argocd-server argocd-repo-server argocd-application-controller argocd-cmp-server argocd-git-ask-pass; do
+		ln -sfn argocd "$vd/$n"
+	done
+	# The module's own files: CRDs and hack/git-verify-wrapper.sh (v3.6's repo-server runs it
+	# for every manifest request, from PATH). Copied with each build, so that a kept
+	# .cache/e2e is all the tests need (no module cache).
+	if [ "$(cat "$vd/files.stamp" 2>/dev/null)" != "$st" ]; then
+		local src
+		src=$(cd "$d" && GOTOOLCHAIN=$tc GOFLAGS="$GOFLAGS -mod=mod" go list -m -f '{{.Dir}}' "github.com/argoproj/argo-cd/v$major")
+		rm -rf "$vd/crds" && mkdir -p "$vd/crds"
+		cp "$src"/manifests/crds/*-crd.yaml "$vd/crds/"
+		chmod -R u+w "$vd/crds"
+		if [ -f "$src/hack/git-verify-wrapper.sh" ]; then install -m 0755 "$src/hack/git-verify-wrapper.sh" "$vd/"; fi
+		echo "$st" >"$vd/files.stamp"
+	fi
+	"$vd/argocd" version --client --short
+}
+
+resolver() {
+	# This checkout's binaries; go's build cache makes a rerun quick.
+	(cd "$ROOT" && GOTOOLCHAIN=local go build -o "$OUT/bin/" ./cmd/...)
+}
+
+versions() { grep -vE '^\s*(#|$)' "$HERE/versions.txt"; }
+
+T0=$SECONDS
+what=${1:-all}
+[ $# -gt 0 ] && shift
+case $what in
+all)
+	step kube kube
+	for v in $(versions); do step "argocd $v" argocd "$v"; done
+	step resolver resolver
+	;;
+kube) step kube kube ;;
+argocd) for v in "$@"; do step "argocd $v" argocd "$v"; done ;;
+resolver) step resolver resolver ;;
+*) echo "usage: $0 [all|kube|argocd VERSION...|resolver]" >&2; exit 2 ;;
+esac
+echo "== total: $((SECONDS - T0))s"
