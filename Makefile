@@ -25,6 +25,7 @@ test: vet test-unit test-e2e e2e
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
+	@for m in . e2e e2e/argocd; do (cd $$m && $(GO) mod tidy -diff) || { echo "go mod tidy would change $$m/go.mod or go.sum (run go mod tidy there)"; exit 1; }; done
 
 test-unit:
 	$(GO) test -count=1 ./...
