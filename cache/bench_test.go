@@ -1,209 +1,16 @@
 package cache
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"os/exec"
-	"runtime"
-	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
-
-// ---- daemon memory ----
-
-const helperEnv = "CACHE_BENCH_DAEMON_CONFIG"
-
-// TestDaemonHelperProcess is the daemon of BenchmarkDaemonMemory, run as a process
-// of its own (this test binary, re-executed) so that its RSS is the daemon's alone.
-func TestDaemonHelperProcess(t *testing.T) {
-	raw := os.Getenv(helperEnv)
-	if raw == "" {
-		return // only BenchmarkDaemonMemory runs it, as a process of its own
-	}
-	var cfg Config
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	d, err := NewDaemon(cfg, WithLogger(slog.New(slog.DiscardHandler)),
-		WithRemoteOptions(resolve.WithKeychain(authn.NewMultiKeychain())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Printf("metrics=%s\n", d.MetricsAddr())
-	ctx, stop := signalContext()
-	defer stop()
-	if err := d.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// signalContext ends when the parent closes our stdin. A "gc" line on stdin
-// collects garbage and answers with the live heap, after returning what is free to
-// the OS.
-func signalContext() (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		sc := bufio.NewScanner(os.Stdin)
-		for sc.Scan() {
-			if sc.Text() == "gc" {
-				debug.FreeOSMemory()
-				var ms runtime.MemStats
-				runtime.ReadMemStats(&ms)
-				fmt.Printf("live=%d\n", ms.HeapAlloc)
-			}
-		}
-		cancel()
-	}()
-	return ctx, cancel
-}
-
-// seedView seeds repos repositories with digests distinct single-platform images
-// each, every image under tagsPerDigest tags.
-func seedView(b *testing.B, s *rt.Server, repos, digests, tagsPerDigest int) []string {
-	b.Helper()
-	sc := &rt.Scenario{Repositories: map[string]*rt.Repository{}}
-	var names []string
-	for r := range repos {
-		name := fmt.Sprintf("platform-team-%d/service-%03d", r%10, r)
-		names = append(names, name)
-		sc.Repositories[name] = &rt.Repository{Generate: &rt.Generate{Count: digests, Format: "1.%d.0",
-			Created: "2026-01-01T00:00:00Z", Interval: "1h", Platforms: []string{"linux/amd64"}}}
-	}
-	if err := s.SeedScenario(sc); err != nil {
-		b.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 4)
-	for _, name := range names {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			for i := range digests {
-				for k := 1; k < tagsPerDigest; k++ {
-					if err := s.TagE(name, fmt.Sprintf("1.%d.0-build.%d", i, k), fmt.Sprintf("1.%d.0", i)); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return names
-}
-
-func procStatusMiB(pid int, field string) float64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-			return kb / 1024
-		}
-	}
-	return -1
-}
-
-// BenchmarkDaemonMemory loads a 100,000-tag view over 500 repositories and 20,000
-// digests into a daemon process (every tag's list entry, digest, manifest and
-// config: newest-build over every repository) and reports the daemon's RSS, peak
-// RSS and Go heap, and what the load cost the registry.
-func BenchmarkDaemonMemory(b *testing.B) {
-	const repos, digests, tagsPerDigest = 500, 40, 5
-	s := rt.New(b)
-	start := time.Now()
-	names := seedView(b, s, repos, digests, tagsPerDigest)
-	b.Logf("seeded %d repositories, %d tags, %d digests in %v", repos, repos*digests*tagsPerDigest, repos*digests, time.Since(start).Round(time.Millisecond))
-
-	for b.Loop() {
-		cfg := DefaultConfig()
-		cfg.Socket = socketPath(b)
-		cfg.MetricsAddr = "127.0.0.1:0"
-		cfg.RateLimits = nil
-		raw, _ := json.Marshal(cfg)
-		cmd := exec.Command(os.Args[0], "-test.run=^TestDaemonHelperProcess$")
-		cmd.Env = append(os.Environ(), helperEnv+"="+string(raw))
-		stdin, _ := cmd.StdinPipe()
-		stdout, _ := cmd.StdoutPipe()
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		out := bufio.NewReader(stdout)
-		line, err := out.ReadString('\n')
-		metricsAddr, ok := strings.CutPrefix(strings.TrimSpace(line), "metrics=")
-		if err != nil || !ok {
-			b.Fatalf("daemon said %q: %v", line, err)
-		}
-		baseRSS := procStatusMiB(cmd.Process.Pid, "VmRSS")
-
-		s.ResetCounts()
-		client := NewClient(cfg.Socket)
-		start := time.Now()
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 8)
-		for _, name := range names {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				ans, err := client.ResolveBatch(context.Background(), name, []resolve.Request{
-					{Image: s.Ref(name), Policy: resolve.PolicySpec{Strategy: "newest-build", Platforms: []string{"linux/amd64"}}}})
-				if err != nil || ans[0].Error != "" {
-					b.Errorf("%s: %v %+v", name, err, ans)
-				}
-			})
-		}
-		wg.Wait()
-		load := time.Since(start)
-
-		fams := scrape(b, metricsAddr)
-		entries := sumBy(fams[Namespace+"_cache_entries"], "layer", nil)
-		bytes := sumBy(fams[Namespace+"_cache_bytes"], "layer", nil)
-		heap := sumBy(fams["go_memstats_heap_inuse_bytes"], "", nil)[""]
-		rss, peak := procStatusMiB(cmd.Process.Pid, "VmRSS"), procStatusMiB(cmd.Process.Pid, "VmHWM")
-		fmt.Fprintln(stdin, "gc")
-		line, _ = out.ReadString('\n')
-		liveBytes, _ := strconv.ParseFloat(strings.TrimPrefix(strings.TrimSpace(line), "live="), 64)
-		live, rssAfterGC := liveBytes/(1<<20), procStatusMiB(cmd.Process.Pid, "VmRSS")
-		go io.Copy(io.Discard, out) //nolint:errcheck
-		stdin.Close()
-		if err := cmd.Wait(); err != nil {
-			b.Errorf("daemon: %v", err)
-		}
-		b.Logf("daemon: idle RSS %.1f MiB; after load RSS %.1f MiB, peak %.1f MiB, heap in use %.1f MiB; after GC live heap %.1f MiB, RSS %.1f MiB; entries %v; LRU bytes %v; load %v, %d registry requests %v",
-			baseRSS, rss, peak, heap/(1<<20), live, rssAfterGC, entries, bytes, load.Round(time.Millisecond), s.Total(), s.Counts())
-		if entries[LayerTags] != repos || entries[LayerHead] != repos*digests*tagsPerDigest || entries[LayerManifest] != repos*digests {
-			b.Errorf("the view is not all in: %v", entries)
-		}
-		if peak >= 200 {
-			b.Errorf("peak RSS %.1f MiB, want < 200 MiB", peak)
-		}
-		b.ReportMetric(rss, "RSS-MiB")
-		b.ReportMetric(peak, "peak-RSS-MiB")
-		b.ReportMetric(heap/(1<<20), "heap-MiB")
-		b.ReportMetric(live, "live-heap-MiB")
-		b.ReportMetric(float64(s.Total()), "requests/load")
-	}
-}
 
 // ---- many apps over shared repositories ----
 
@@ -299,76 +106,28 @@ func BenchmarkManyApps(b *testing.B) {
 		s.ResetCounts()
 		for b.Loop() {
 			f := benchStack(b, s)
-			renderAll(b, func(int) resolve.Batch { return f.server }, s, repos, apps)
+			renderAll(b, func(int) resolve.Batch { return f.resolver }, s, repos, apps)
 		}
 		report(b)
 	})
 	b.Run("daemon-warm", func(b *testing.B) {
 		f := benchStack(b, s)
-		renderAll(b, func(int) resolve.Batch { return f.server }, s, repos, apps)
+		renderAll(b, func(int) resolve.Batch { return f.resolver }, s, repos, apps)
 		s.ResetCounts()
 		for b.Loop() {
-			renderAll(b, func(int) resolve.Batch { return f.server }, s, repos, apps)
+			renderAll(b, func(int) resolve.Batch { return f.resolver }, s, repos, apps)
 		}
 		report(b)
 	})
 	b.Run("daemon-expired", func(b *testing.B) {
 		clock := newFakeClock()
 		f := benchStack(b, s, WithClock(clock.Now), WithRefreshAhead(0))
-		renderAll(b, func(int) resolve.Batch { return f.server }, s, repos, apps)
+		renderAll(b, func(int) resolve.Batch { return f.resolver }, s, repos, apps)
 		s.ResetCounts()
 		for b.Loop() {
 			clock.Advance(DefaultHeadTTL) // every list and digest expired
-			renderAll(b, func(int) resolve.Batch { return f.server }, s, repos, apps)
+			renderAll(b, func(int) resolve.Batch { return f.resolver }, s, repos, apps)
 		}
 		report(b)
 	})
-}
-
-// ---- one render: warm vs cold ----
-
-// BenchmarkRender times one app's render (3 images) as generate sees it: without
-// the daemon (a cold client), through a cold daemon over its socket, and through a
-// warm one, with 0 and 20 ms of registry latency.
-func BenchmarkRender(b *testing.B) {
-	s := rt.New(b)
-	repos := seedApps(b, s)
-	reqs := appBatch(s, repos, 1) // newest-build, semver ~1.0, digest
-	for _, latency := range []time.Duration{0, 20 * time.Millisecond} {
-		s.SetLatency(latency)
-		run := func(name string, batch func(b *testing.B) resolve.Batch) {
-			b.Run(fmt.Sprintf("%s/latency=%s", name, latency), func(b *testing.B) {
-				s.ResetCounts()
-				for b.Loop() {
-					ans, err := batch(b).ResolveBatch(context.Background(), "app", reqs)
-					if err != nil {
-						b.Fatal(err)
-					}
-					for _, a := range ans {
-						if a.Error != "" {
-							b.Fatal(a.Error)
-						}
-					}
-				}
-				b.ReportMetric(float64(s.Total())/float64(b.N), "requests/op")
-			})
-		}
-		run("no-daemon", func(b *testing.B) resolve.Batch {
-			remote, err := resolve.NewRemote(resolve.WithKeychain(authn.NewMultiKeychain()))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return resolve.NewResolver(remote)
-		})
-		run("daemon-cold", func(b *testing.B) resolve.Batch {
-			f := benchStack(b, s)
-			return f.server
-		})
-		_, client := startDaemon(b, testConfig())
-		if _, err := client.ResolveBatch(context.Background(), "warm-up", reqs); err != nil {
-			b.Fatal(err)
-		}
-		run("daemon-warm", func(*testing.B) resolve.Batch { return client })
-	}
-	s.SetLatency(0)
 }

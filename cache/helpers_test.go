@@ -3,8 +3,6 @@ package cache
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -56,11 +54,10 @@ type fixture struct {
 	limiter  *Limiter
 	reg      *Registry
 	resolver *resolve.Resolver
-	server   *Server
 }
 
 // newFixture builds the daemon's stack (limiter, Remote without memo, cache,
-// resolver, server) over a registrytest server, as NewDaemon does.
+// resolver) over a registrytest server, as the daemon does.
 func newFixture(t testing.TB, s *rt.Server, limits []RateLimit, remoteOpts []resolve.RemoteOption, opts ...Option) *fixture {
 	t.Helper()
 	m := NewMetrics()
@@ -74,12 +71,12 @@ func newFixture(t testing.TB, s *rt.Server, limits []RateLimit, remoteOpts []res
 	reg := NewRegistry(remote, append([]Option{WithMetrics(m)}, opts...)...)
 	t.Cleanup(reg.Close)
 	r := resolve.NewResolver(reg)
-	return &fixture{s: s, m: m, limiter: lim, reg: reg, resolver: r, server: NewServer(r, m, nil)}
+	return &fixture{s: s, m: m, limiter: lim, reg: reg, resolver: r}
 }
 
 func (f *fixture) resolve(t testing.TB, repo string, spec resolve.PolicySpec) resolve.Answer {
 	t.Helper()
-	ans, err := f.server.ResolveBatch(context.Background(), "test", []resolve.Request{{Image: f.s.Ref(repo), Policy: spec}})
+	ans, err := f.resolver.ResolveBatch(context.Background(), "test", []resolve.Request{{Image: f.s.Ref(repo), Policy: spec}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,19 +121,6 @@ func pushTags(t testing.TB, s *rt.Server, repo, platform string, tags ...string)
 		s.Push(t, repo, tag, rt.Image(day(i), platform, rt.WithSeed(repo+tag)))
 	}
 }
-
-// shortTempDir returns a directory short enough for unix socket paths.
-func shortTempDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "cir")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
-func socketPath(t testing.TB) string { return filepath.Join(shortTempDir(t), "d.sock") }
 
 func describeCounts(s *rt.Server) string {
 	return fmt.Sprintf("%v (total %d)", s.Counts(), s.Total())

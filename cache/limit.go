@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,11 +15,16 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+	"github.com/google/go-containerregistry/pkg/name"
 )
 
 // AnyRegistry is the RateLimit.Registry value that applies to every registry no
 // other entry names; each such registry gets a bucket of its own.
 const AnyRegistry = "*"
+
+// DefaultRegistryConcurrency bounds requests in flight per registry host when the
+// operator sets no registryConcurrency.
+const DefaultRegistryConcurrency = 16
 
 // RateLimit is a token bucket: RPS requests per second on average, bursts of up to
 // Burst, for the requests of one registry or of the repositories under a prefix.
@@ -49,6 +55,26 @@ type targetKey struct{}
 func WithRepository(ctx context.Context, repoKey string) context.Context {
 	host, _, _ := strings.Cut(repoKey, "/")
 	return context.WithValue(ctx, targetKey{}, target{host: normaliseHost(host), repo: repoKey})
+}
+
+// NormalisePrefix checks host[:port][/path] and folds Docker Hub's aliases into
+// docker.io, as resolve does for registry prefixes.
+func NormalisePrefix(p string) (string, error) {
+	p = strings.TrimSuffix(strings.TrimSpace(p), "/")
+	host, path, hasPath := strings.Cut(p, "/")
+	if _, err := name.NewRegistry(host, name.StrictValidation); err != nil || host == "" {
+		return "", errors.New("not a registry host[:port], optionally followed by /path")
+	}
+	if hasPath {
+		if _, err := name.NewRepository("registry.test/"+path, name.StrictValidation); err != nil {
+			return "", errors.New("not a registry host[:port], optionally followed by /path")
+		}
+	}
+	host = normaliseHost(host)
+	if path != "" {
+		return host + "/" + path, nil
+	}
+	return host, nil
 }
 
 // normaliseHost folds Docker Hub's aliases into docker.io, as resolve.RepoKey does.
@@ -100,7 +126,7 @@ func NewLimiter(limits []RateLimit, concurrency int, m *Metrics) *Limiter {
 			l.any = &rl
 			continue
 		}
-		if p, err := normalisePrefix(rl.Registry); err == nil {
+		if p, err := NormalisePrefix(rl.Registry); err == nil {
 			rl.Registry = p
 		}
 		l.limits = append(l.limits, rl)

@@ -22,7 +22,8 @@ const (
 // Layers lists the cache layers.
 var Layers = []string{LayerTags, LayerHead, LayerManifest, LayerBlob}
 
-// Metrics are the daemon's Prometheus metrics, in a registry of their own. Label
+// Metrics are the registry view's Prometheus metrics, in a registry of their own
+// that the daemon adds its metrics to. Label
 // values are bounded: layers, registry hosts, request kinds, HTTP statuses,
 // strategies and result kinds; never tags, repositories or app names.
 type Metrics struct {
@@ -37,8 +38,6 @@ type Metrics struct {
 	Requests      *prometheus.CounterVec   // registry, kind, method, status
 	RateLimitWait *prometheus.HistogramVec // registry
 	Pauses        *prometheus.CounterVec   // registry
-	Resolutions   *prometheus.HistogramVec // strategy, result
-	Batches       *prometheus.HistogramVec // result
 }
 
 // NewMetrics creates the metrics and registers them, with the Go runtime and process
@@ -55,7 +54,6 @@ func NewMetrics() *Metrics {
 		reg.MustRegister(v)
 		return v
 	}
-	latency := []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 	m := &Metrics{
 		Registry:     reg,
 		CacheHits:    f("cache_hits_total", "Cache lookups answered by a fresh entry.", "layer"),
@@ -68,9 +66,7 @@ func NewMetrics() *Metrics {
 			"registry", "kind", "method", "status"),
 		RateLimitWait: h("ratelimit_wait_seconds", "Time a registry request waited for its registry's rate limit (token bucket and Retry-After pauses).",
 			[]float64{0, .001, .01, .05, .1, .25, .5, 1, 2, 5, 10, 30}, "registry"),
-		Pauses:      f("ratelimit_pauses_total", "Registry answers with Retry-After that paused every request to that registry.", "registry"),
-		Resolutions: h("resolution_duration_seconds", "Time to resolve one image, by strategy and result (ok, no-tag, input, registry, internal).", latency, "strategy", "result"),
-		Batches:     h("batch_duration_seconds", "Time to answer one batch on the socket API, by result (ok, error).", latency, "result"),
+		Pauses: f("ratelimit_pauses_total", "Registry answers with Retry-After that paused every request to that registry.", "registry"),
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every layer's series exist from the start, at zero, so dashboards and alerts

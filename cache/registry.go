@@ -193,18 +193,6 @@ func (r *Registry) fetchContext(repoKey string) (context.Context, context.Cancel
 	return WithRepository(ctx, repoKey), cancel
 }
 
-// Authorize passes on the inner registry's Authorize (a *resolve.Remote refuses
-// apps that a registry entry's apps: do not allow), so that a Resolver over the
-// cache checks every app before the cache, shared by all apps, is read.
-func (r *Registry) Authorize(ctx context.Context, repo name.Repository) error {
-	if a, ok := r.inner.(interface {
-		Authorize(context.Context, name.Repository) error
-	}); ok {
-		return a.Authorize(ctx, repo)
-	}
-	return nil
-}
-
 // ListTags returns the repository's tags from the cache, listing them when absent or
 // expired.
 func (r *Registry) ListTags(ctx context.Context, repo name.Repository) ([]string, error) {

@@ -52,7 +52,7 @@ func renderApps(t *testing.T, f *fixture, repos []string, n int) [][]resolve.Ans
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			ans, err := f.server.ResolveBatch(context.Background(), fmt.Sprintf("app-%d", i), appRequests(f.s, repos, i))
+			ans, err := f.resolver.ResolveBatch(context.Background(), fmt.Sprintf("app-%d", i), appRequests(f.s, repos, i))
 			if err != nil {
 				t.Error(err)
 			}

@@ -410,13 +410,21 @@ func (e lineError) Error() string {
 
 func (e lineError) Unwrap() error { return e.err }
 
-// joinLines joins problems, one per line.
+// PolicyError is a policy (the policy file and the parameters) that cannot be
+// used: every problem, one per line. It is bad input, whatever the problems' own
+// types.
+type PolicyError struct{ err error }
+
+func (e *PolicyError) Error() string { return e.err.Error() }
+func (e *PolicyError) Unwrap() error { return e.err }
+
+// joinLines joins problems, one per line, into a *PolicyError.
 func joinLines(errs []error) error {
 	wrapped := make([]error, len(errs))
 	for i, err := range errs {
 		wrapped[i] = lineError{err}
 	}
-	return errors.Join(wrapped...)
+	return &PolicyError{errors.Join(wrapped...)}
 }
 
 func describeAliases(aliases []string) string {

@@ -82,6 +82,14 @@ type ExtraPath struct {
 	Path  string `json:"path"`
 }
 
+// String writes p as ParseExtraPath reads it: Kind[.group]:path.
+func (p ExtraPath) String() string {
+	if p.Group == "" {
+		return p.Kind + ":" + p.Path
+	}
+	return p.Kind + "." + p.Group + ":" + p.Path
+}
+
 // extraPathForm is how an operator writes an ExtraPath (ParseExtraPath).
 const extraPathForm = "Kind[.group]:path, e.g. Workflow.argoproj.io:spec.templates[].container.image"
 

@@ -204,8 +204,7 @@ func TestAppsAuthorize(t *testing.T) {
 		}
 	}
 
-	// A Resolver over a Remote checks without being told; over anything else,
-	// WithAuthorizer does. Both before any request.
+	// A Resolver given the table's Authorize checks before any request.
 	s := rt.New(t)
 	pushTags(t, s, "team-a/web", "1.0.0")
 	cfgs, _ = resolve.ParseRegistries("r.yaml", []byte(fmt.Sprintf("registries:\n- prefix: %q\n  apps: [team-a-*]\n", s.Ref("team-a"))))
@@ -213,11 +212,12 @@ func TestAppsAuthorize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	answers, _ := resolve.NewResolver(reg).ResolveBatch(context.Background(), "team-b", []resolve.Request{{Image: s.Ref("team-a/web")}})
+	resolver := resolve.NewResolver(reg, resolve.WithAuthorizer(resolve.NewRegistryTable(cfgs).Authorize))
+	answers, _ := resolver.ResolveBatch(context.Background(), "team-b", []resolve.Request{{Image: s.Ref("team-a/web")}})
 	if answers[0].ErrorKind != resolve.KindRegistry || !strings.Contains(answers[0].Error, `app "team-b" may not use`) || s.Total() != 0 {
 		t.Errorf("refused app: %+v, %d requests", answers[0], s.Total())
 	}
-	answers, _ = resolve.NewResolver(reg).ResolveBatch(context.Background(), "team-a-web", []resolve.Request{{Image: s.Ref("team-a/web")}})
+	answers, _ = resolver.ResolveBatch(context.Background(), "team-a-web", []resolve.Request{{Image: s.Ref("team-a/web")}})
 	if answers[0].Error != "" {
 		t.Errorf("allowed app: %+v", answers[0])
 	}

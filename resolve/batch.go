@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 )
@@ -87,54 +88,49 @@ type Batch interface {
 	ResolveBatch(ctx context.Context, app string, reqs []Request) ([]Answer, error)
 }
 
-// ResolveBatch resolves requests directly, concurrently, one Answer per request in
-// order. Identical requests are resolved once. The app travels in the context
-// (WithApp) to the authorizers and keychains.
+// ResolveBatch resolves requests concurrently, one Answer per request in order.
+// Identical requests are resolved once: this is the one place requests are
+// deduplicated, for the CLI, the fallback and the daemon alike. The app travels in
+// the context (WithApp) to the authorizers and keychains.
 func (r *Resolver) ResolveBatch(ctx context.Context, app string, reqs []Request) ([]Answer, error) {
 	if app != "" {
 		ctx = WithApp(ctx, app)
 	}
 	answers := make([]Answer, len(reqs))
-	type key struct {
-		image string
-		spec  string
-	}
-	var mu sync.Mutex
-	done := map[key]*sync.WaitGroup{}
-	results := map[key]Answer{}
-	var wg sync.WaitGroup
+	groups := map[string][]int{} // request key -> indexes of identical requests
+	var order []string
 	for i, req := range reqs {
-		k := key{req.Image, specKey(req.Policy)}
-		mu.Lock()
-		w, dup := done[k]
-		if !dup {
-			w = &sync.WaitGroup{}
-			w.Add(1)
-			done[k] = w
+		k := req.Image + "\x00" + specKey(req.Policy)
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
 		}
-		mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if !dup {
-				a := r.ResolveRequest(ctx, req)
-				mu.Lock()
-				results[k] = a
-				mu.Unlock()
-				w.Done()
+		groups[k] = append(groups[k], i)
+	}
+	var wg sync.WaitGroup
+	for _, k := range order {
+		idx := groups[k]
+		wg.Go(func() {
+			a := r.ResolveRequest(ctx, reqs[idx[0]])
+			for _, i := range idx {
+				answers[i] = a
 			}
-			w.Wait()
-			mu.Lock()
-			answers[i] = results[k]
-			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	return answers, nil
 }
 
-// ResolveRequest compiles and resolves one request.
+// ResolveRequest compiles and resolves one request, and tells the observers.
 func (r *Resolver) ResolveRequest(ctx context.Context, req Request) Answer {
+	start := time.Now()
+	a := r.resolveRequest(ctx, req)
+	for _, o := range r.observers {
+		o(req, a, time.Since(start))
+	}
+	return a
+}
+
+func (r *Resolver) resolveRequest(ctx context.Context, req Request) Answer {
 	p, err := req.Policy.Compile()
 	if err != nil {
 		return AnswerOf(nil, err)

@@ -180,13 +180,6 @@ func NewRemote(opts ...RemoteOption) (*Remote, error) {
 	return r, nil
 }
 
-// Authorize refuses, before any cache or network access, an app (WithApp) that
-// the registry entry of repo does not list in its apps; give it to the Resolver
-// with WithAuthorizer. Resolvers reading straight from a Remote call it anyway.
-func (r *Remote) Authorize(ctx context.Context, repo name.Repository) error {
-	return RegistryTable{r.table}.Authorize(ctx, repo)
-}
-
 // puller returns the shared Puller for a key. Pullers keep one authenticated
 // transport per repository, so a repository costs one ping and one token however
 // many requests follow.

@@ -22,8 +22,11 @@ type Result struct {
 	// Digest is the digest the tag points at (the index digest for multi-arch images).
 	Digest string `json:"digest"`
 	// Reference is what a manifest gets: image:tag, or image:tag@digest when pinning.
-	Reference string   `json:"reference"`
-	Strategy  Strategy `json:"strategy"`
+	Reference string `json:"reference"`
+	// Pinned says that references carry the digest (pin-digest, or the digest
+	// strategy).
+	Pinned   bool     `json:"pinned,omitempty"`
+	Strategy Strategy `json:"strategy"`
 	// Platforms are the platforms that were required.
 	Platforms []string `json:"platforms"`
 	// Candidates is how many tags passed the filters and the strategy.
@@ -39,6 +42,17 @@ type Result struct {
 	// Stale lists the cached answers past their TTL this result was built on because
 	// the registry failed (stale-if-error); empty when everything was fresh.
 	Stale []string `json:"stale,omitempty"`
+}
+
+// ReferenceFor is the reference a manifest gets for the chosen tag, spelled with
+// repository (the image as a manifest wrote it): repository:tag, or
+// repository:tag@digest when pinned.
+func (r *Result) ReferenceFor(repository string) string {
+	ref := repository + ":" + r.Tag
+	if r.Pinned {
+		ref += "@" + r.Digest
+	}
+	return ref
 }
 
 // Skip is a tag better than the winner that was passed over.
@@ -71,6 +85,20 @@ type Resolver struct {
 	reg         Registry
 	concurrency int
 	authorizers []Authorizer
+	observers   []Observer
+}
+
+// Observer is told of every request ResolveBatch or ResolveRequest answered, with
+// how long it took (the daemon's resolution histogram).
+type Observer func(req Request, a Answer, took time.Duration)
+
+// WithObserver adds an Observer.
+func WithObserver(o Observer) ResolverOption {
+	return func(r *Resolver) {
+		if o != nil {
+			r.observers = append(r.observers, o)
+		}
+	}
 }
 
 // Authorizer decides, before any cache or network access, whether the app in ctx
@@ -79,9 +107,9 @@ type Authorizer func(ctx context.Context, repo name.Repository) error
 
 // WithAuthorizer adds a check run at the start of every Resolve, before the
 // registry (or the daemon's cached view of it) is read: the place for the app
-// scoping of registry entries (Remote.Authorize). Its error is returned wrapped in
-// a *RegistryError. A Registry with an Authorize method of this signature (a
-// *Remote) is checked without this option.
+// scoping of registry entries (RegistryTable.Authorize). Its error is returned
+// wrapped in a *RegistryError. Whoever builds a Resolver over configured registries
+// passes it here: nothing is found by looking at the Registry.
 func WithAuthorizer(a Authorizer) ResolverOption {
 	return func(r *Resolver) {
 		if a != nil {
@@ -101,11 +129,6 @@ func WithConcurrency(n int) ResolverOption {
 // NewResolver returns a Resolver reading from reg.
 func NewResolver(reg Registry, opts ...ResolverOption) *Resolver {
 	r := &Resolver{reg: reg, concurrency: 8}
-	if a, ok := reg.(interface {
-		Authorize(context.Context, name.Repository) error
-	}); ok {
-		r.authorizers = append(r.authorizers, a.Authorize)
-	}
 	for _, o := range opts {
 		o(r)
 	}
@@ -233,10 +256,8 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 			info = &TagInfo{Digest: d.Digest, MediaType: d.MediaType}
 		}
 		res.Tag, res.Digest = t, info.Digest.String()
-		res.Reference = res.Image + ":" + t
-		if p.pinDigest || p.strategy == Digest {
-			res.Reference += "@" + res.Digest
-		}
+		res.Pinned = p.pinDigest || p.strategy == Digest
+		res.Reference = res.ReferenceFor(res.Image)
 		res.Considered = append(res.Considered, Consideration{Tag: t, Outcome: "chosen",
 			Reason: chosenReason(p), Platforms: info.Platforms, Created: info.Created})
 		return res, nil

@@ -1,21 +1,29 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
-	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
+
+// configEnvHelp lists the operator's configuration variables every rendering
+// command reads.
+var configEnvHelp = `  ` + config.ConfigEnv + `  YAML configuration file (the daemon's; registries: among its keys)
+  ` + config.RegistriesConfigEnv + `  registries file, instead of registries: in the configuration
+  ` + config.DefaultPlatformsEnv + `  platforms required when neither policy nor workload names any
+  ` + config.ExtraImagePathsEnv + `  image fields of custom resources (Kind[.group]:path;...)
+  IMAGE_RESOLVER_*  every other daemon setting (see serve --help); DOCKER_CONFIG for docker credentials`
 
 func newGenerateCommand() *cobra.Command {
 	return &cobra.Command{
@@ -24,16 +32,30 @@ func newGenerateCommand() *cobra.Command {
 		Long: `Render the application in the current directory as Argo CD's CMP server asks:
 environment from Argo CD (ARGOCD_APP_*, ARGOCD_ENV_*, ARGOCD_APP_PARAMETERS), manifests on
 stdout, diagnostics on stderr. Nothing is printed on stdout unless every image a policy
-names resolved.`,
+names resolved.
+
+Images are resolved through the daemon on ` + config.SocketEnv + ` (default ` + config.DefaultSocket + `); if
+it cannot be reached, directly, with the same configuration (one line on stderr says so).
+
+Environment:
+  ARGOCD_APP_*, ARGOCD_ENV_*, KUBE_*  what Argo CD gives a plugin
+  ` + config.SocketEnv + `  the daemon's socket
+` + configEnvHelp + `
+
+Exit status: 0 rendered, 1 not rendered (the reason on stderr, on one line).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env, err := plugin.EnvFromEnviron(os.Environ())
 			if err != nil {
 				return oneLine(err)
 			}
-			batch := batchFor(cmd.ErrOrStderr())
-			out, report, err := renderApp(cmd.Context(), ".", env, batch)
-			writeNotes(cmd.ErrOrStderr(), report)
+			cfg, err := config.Load(os.LookupEnv)
+			if err != nil {
+				return oneLine(err)
+			}
+			batch := daemon.NewFallback(daemon.NewClient(cfg.Socket), directBatch(cfg), cmd.ErrOrStderr())
+			out, report, err := pipeline.New(batch, settingsOf(cfg)).Render(cmd.Context(), ".", env)
+			report.WriteNotes(cmd.ErrOrStderr())
 			if err != nil {
 				return oneLine(err)
 			}
@@ -43,58 +65,32 @@ names resolved.`,
 	}
 }
 
-// batchFor returns how to resolve: through the daemon's cached view when it answers
-// on its socket, else directly with a cold client, said in one line on stderr. The
-// daemon is an optimisation, never a single point of failure for rendering.
-func batchFor(stderr io.Writer) resolve.Batch {
-	return &fallbackBatch{daemon: cache.NewClient(cache.SocketFromEnv()), stderr: stderr}
+// settingsOf is the pipeline's part of the operator's configuration.
+func settingsOf(cfg config.Config) pipeline.Settings {
+	return pipeline.Settings{ExtraImagePaths: cfg.ExtraImagePaths, DefaultPlatforms: cfg.DefaultPlatforms}
 }
 
-// fallbackBatch asks the daemon and, if it cannot be reached, resolves directly.
-type fallbackBatch struct {
-	daemon *cache.Client
-	stderr io.Writer
-}
-
-func (f *fallbackBatch) ResolveBatch(ctx context.Context, app string, reqs []resolve.Request) ([]resolve.Answer, error) {
-	answers, err := f.daemon.ResolveBatch(ctx, app, reqs)
-	if err == nil || !errors.Is(err, cache.ErrUnreachable) {
-		return answers, err
-	}
-	fmt.Fprintf(f.stderr, "argocd-image-resolver: daemon unreachable (%v); resolving directly, without its cache\n", err)
-	reg, rerr := newConfiguredRemote(os.Getenv(registriesConfigEnv))
-	if rerr != nil {
-		return nil, rerr
-	}
-	return resolve.NewResolver(reg).ResolveBatch(ctx, app, reqs)
-}
-
-// writeNotes tells stderr what a render resolved, skipped, served stale or warned
-// about. Argo CD logs the stderr of a successful run and shows that of a failed one.
-func writeNotes(w io.Writer, r *renderReport) {
-	if r == nil {
-		return
-	}
-	for _, n := range r.notes {
-		fmt.Fprintf(w, "argocd-image-resolver: warning: %s\n", n)
-	}
-	for _, s := range r.stale {
-		fmt.Fprintf(w, "argocd-image-resolver: stale: %s\n", s)
-	}
+// directBatch builds, when first needed, the resolver of a render without the
+// daemon: the same registries, credentials, trust, limits and app scoping.
+func directBatch(cfg config.Config) func() (resolve.Batch, error) {
+	return func() (resolve.Batch, error) { return cfg.NewDirectResolver(nil) }
 }
 
 // oneLine joins a multi-error into one line, as Argo CD shows it in the app's
 // condition, with exit status 1: a CMP command either rendered or failed.
 func oneLine(err error) error {
-	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " ; ")), " ")
-	return &exitError{code: 1, err: fmt.Errorf("%s", msg)}
+	return &exitError{code: 1, err: fmt.Errorf("%s", daemon.OneLine(err))}
 }
 
 func newParametersCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "parameters",
 		Short: "Print the dynamic parameter announcement Argo CD's UI shows",
-		Args:  cobra.NoArgs,
+		Long: `Print, as JSON, the parameters Argo CD's UI offers for the app in the current
+directory (the CMP parameters.dynamic command).
+
+Exit status: 0 printed, 1 the policy file cannot be read (the reason on stderr).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out, err := plugin.Announce(".")
 			if err != nil {
@@ -113,10 +109,24 @@ func newPreviewCommand() *cobra.Command {
 		output  string
 		appName string
 		appNS   string
+		socket  string
+		files   *config.Flags
 	)
 	cmd := &cobra.Command{
 		Use:   "preview [DIR]",
 		Short: "Render an app locally as the plugin would and show which tag each image resolves to",
+		Long: `Render the app in DIR (default .) as the plugin would, and show for each image field
+the reference in the source, the one resolved and why (-o text), the same as JSON
+(-o json), or the manifests Argo CD would get (-o yaml).
+
+Images are resolved directly with the operator's configuration; through a daemon only
+when a socket is given (--socket or ` + config.SocketEnv + `).
+
+Environment:
+` + configEnvHelp + `
+  ` + config.SocketEnv + `  resolve through the daemon on this socket
+
+` + exitCodesHelp,
 		Example: `  argocd-image-resolver preview testdata/apps/helm-web
   argocd-image-resolver preview . --param image-list=web=ghcr.io/org/web:~1.2 --param web.platforms=linux/arm64
   argocd-image-resolver preview . -o yaml`,
@@ -126,8 +136,9 @@ func newPreviewCommand() *cobra.Command {
 			if len(args) == 1 {
 				dir = args[0]
 			}
-			if output != "table" && output != "yaml" {
-				return &resolve.InputError{Field: "--output", Value: output, Accepted: "table, yaml"}
+			format, err := outputFormat(output, "table")
+			if err != nil {
+				return err
 			}
 			environ, err := previewEnviron(appName, appNS, envs, params)
 			if err != nil {
@@ -137,26 +148,72 @@ func newPreviewCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			batch := batchFor(cmd.ErrOrStderr())
-			out, report, err := renderApp(cmd.Context(), dir, env, batch)
-			writeNotes(cmd.ErrOrStderr(), report)
+			cfg, err := files.Load(os.LookupEnv)
 			if err != nil {
 				return err
 			}
-			if output == "yaml" {
-				_, err = cmd.OutOrStdout().Write(out)
+			var batch resolve.Batch
+			if socket == "" {
+				socket = os.Getenv(config.SocketEnv)
+			}
+			if socket != "" {
+				batch = daemon.NewFallback(daemon.NewClient(socket), directBatch(cfg), cmd.ErrOrStderr())
+			} else if batch, err = cfg.NewDirectResolver(nil); err != nil {
 				return err
 			}
-			return writePreview(cmd.OutOrStdout(), report)
+			out, report, err := pipeline.New(batch, settingsOf(cfg)).Render(cmd.Context(), dir, env)
+			report.WriteNotes(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			switch format {
+			case "yaml":
+				_, err = cmd.OutOrStdout().Write(out)
+				return err
+			case "json":
+				return writeJSON(cmd.OutOrStdout(), report.View())
+			}
+			return report.WriteTable(cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&envs, "env", nil, "plugin env entry NAME=VALUE (ARGOCD_ENV_NAME); repeatable")
 	f.StringArrayVar(&params, "param", nil, "plugin parameter name=value (a string parameter); repeatable")
-	f.StringVarP(&output, "output", "o", "table", "table or yaml (the manifests Argo CD would get)")
+	f.StringVarP(&output, "output", "o", "text", "text (a table), json (the table's data) or yaml (the manifests Argo CD would get)")
 	f.StringVar(&appName, "app-name", "preview", "Application name (ARGOCD_APP_NAME; the Helm release name)")
 	f.StringVar(&appNS, "namespace", "default", "destination namespace (ARGOCD_APP_NAMESPACE)")
+	f.StringVar(&socket, "socket", "", "resolve through the daemon on this unix socket (env "+config.SocketEnv+")")
+	files = config.AddFileFlags(f)
 	return cmd
+}
+
+// outputFormat checks -o: text, json or yaml everywhere (alias, if not empty, is
+// an older name of text).
+func outputFormat(v, alias string) (string, error) {
+	switch v {
+	case "text", "json", "yaml":
+		return v, nil
+	case alias:
+		if alias != "" {
+			return "text", nil
+		}
+	}
+	return "", &resolve.InputError{Field: "--output", Value: v, Accepted: "text, json, yaml"}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func writeYAML(w io.Writer, v any) error {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
 }
 
 // previewEnviron builds the environment Argo CD would give generate.
@@ -190,26 +247,4 @@ func previewEnviron(app, ns string, envs, params []string) ([]string, error) {
 		environ = append(environ, "ARGOCD_APP_PARAMETERS="+string(b))
 	}
 	return environ, nil
-}
-
-func writePreview(w io.Writer, r *renderReport) error {
-	fmt.Fprintf(w, "source: %s\n", r.kind)
-	if len(r.subs) == 0 {
-		_, err := fmt.Fprintln(w, "no image field is named by a policy; nothing to resolve")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ALIAS\tOBJECT\tFIELD\tIN SOURCE\tRESOLVED\tWHY")
-	for _, s := range r.subs {
-		res := s.answer.Result
-		why := describe(s.req, res)
-		for _, sk := range res.Skipped {
-			why += fmt.Sprintf("; skipped %s: %s", sk.Tag, sk.Reason)
-		}
-		if len(res.Stale) > 0 {
-			why += "; STALE: " + strings.Join(res.Stale, ", ")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.policy.Alias, s.use.Object, s.use.Path, s.use.Raw, s.newRef, why)
-	}
-	return tw.Flush()
 }

@@ -14,16 +14,22 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
-// Exit codes, as documented for the resolve command.
+// Exit codes, as every command's help documents them (exitCodesHelp).
 const (
 	exitOK       = 0
 	exitNoTag    = 1
 	exitInput    = 2
 	exitRegistry = 3
+	exitFailure  = 4
 )
+
+// exitCodesHelp ends the help of resolve and preview.
+const exitCodesHelp = `Exit status: 0 done, 1 no tag qualifies, 2 bad input (flags, policy, configuration),
+3 registry error, 4 any other failure (a render that failed, I/O).`
 
 // exitError carries the exit status a command chose.
 type exitError struct {
@@ -39,6 +45,8 @@ func exitCode(err error) int {
 	var ee *exitError
 	var ie *resolve.InputError
 	var re *resolve.RegistryError
+	var pe *plugin.PolicyError
+	var ue *usageError
 	switch {
 	case err == nil:
 		return exitOK
@@ -46,12 +54,13 @@ func exitCode(err error) int {
 		return ee.code
 	case errors.Is(err, resolve.ErrNoTag):
 		return exitNoTag
-	case errors.As(err, &ie):
+	case errors.As(err, &ie), errors.As(err, &pe), errors.As(err, &ue):
 		return exitInput
 	case errors.As(err, &re):
 		return exitRegistry
 	}
-	return exitInput
+	// Not the user's input: an I/O failure, a render that failed, a bug.
+	return exitFailure
 }
 
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -68,12 +77,30 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	return root
 }
 
+// usageError is a command line cobra refused before the command ran: an unknown
+// command or flag, a flag value that does not parse, wrong arguments.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// execute runs root; an error returned before any command ran is a usageError.
+func execute(ctx context.Context, root *cobra.Command) error {
+	ran := false
+	root.PersistentPreRun = func(*cobra.Command, []string) { ran = true }
+	err := root.ExecuteContext(ctx)
+	if err != nil && !ran {
+		return &usageError{err}
+	}
+	return err
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	cmd := newRootCommand(os.Stdout, os.Stderr)
-	err := cmd.ExecuteContext(ctx)
+	err := execute(ctx, cmd)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "argocd-image-resolver: %v\n", err)
 	}

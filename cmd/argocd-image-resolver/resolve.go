@@ -1,39 +1,46 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
 func newResolveCommand() *cobra.Command {
 	var (
-		spec       resolve.PolicySpec
-		insecure   bool
-		explain    bool
-		output     string
-		registries string
-		app        string
+		spec     resolve.PolicySpec
+		insecure bool
+		explain  bool
+		output   string
+		app      string
+		files    *config.Flags
 	)
 	cmd := &cobra.Command{
 		Use:   "resolve IMAGE",
 		Short: "Resolve one image repository to the tag its policy selects",
 		Long: `Resolve IMAGE, written repo[:constraint] as in an image-list entry, to the
-tag a policy selects, and say why.
+tag a policy selects, and say why: as text (-o text, with every candidate under
+--explain), JSON or YAML (-o json|yaml, the result's fields).
 
-Exit status: 0 resolved, 1 no tag qualifies, 2 bad input, 3 registry error.`,
+Registries, credentials, trust and rate limits come from the operator's
+configuration, as for every render.
+
+Environment:
+` + configEnvHelp + `
+
+` + exitCodesHelp,
 		Example: `  argocd-image-resolver resolve ghcr.io/org/app:~1.2 --platforms linux/arm64
   argocd-image-resolver resolve nginx --strategy newest-build --allow-tags 'regexp:^1\.' --explain`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return &resolve.InputError{Field: "--output", Value: output, Accepted: "text, json"}
+			format, err := outputFormat(output, "")
+			if err != nil {
+				return err
 			}
 			repo, written, constraint, err := resolve.ParseImageSpec(args[0])
 			if err != nil {
@@ -50,7 +57,15 @@ Exit status: 0 resolved, 1 no tag qualifies, 2 bad input, 3 registry error.`,
 			if err != nil {
 				return flagError(err)
 			}
-			reg, err := newConfiguredRemote(registries, resolve.WithInsecure(insecure))
+			cfg, err := files.Load(os.LookupEnv)
+			if err != nil {
+				return err
+			}
+			var remoteOpts []resolve.RemoteOption
+			if insecure {
+				remoteOpts = append(remoteOpts, resolve.WithInsecure(true))
+			}
+			resolver, err := cfg.NewDirectResolver(nil, remoteOpts...)
 			if err != nil {
 				return err
 			}
@@ -58,7 +73,7 @@ Exit status: 0 resolved, 1 no tag qualifies, 2 bad input, 3 registry error.`,
 			if app != "" {
 				ctx = resolve.WithApp(ctx, app)
 			}
-			res, err := resolve.NewResolver(reg).Resolve(ctx, repo, written, policy)
+			res, err := resolver.Resolve(ctx, repo, written, policy)
 			var noTag *resolve.NoTagError
 			if err != nil && !errors.As(err, &noTag) {
 				return err
@@ -67,55 +82,56 @@ Exit status: 0 resolved, 1 no tag qualifies, 2 bad input, 3 registry error.`,
 				res = noTag.Result
 			}
 			out := cmd.OutOrStdout()
-			if output == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if werr := enc.Encode(res); werr != nil {
-					return werr
-				}
-			} else if werr := res.WriteText(out, explain); werr != nil {
+			var werr error
+			switch format {
+			case "json":
+				werr = writeJSON(out, res)
+			case "yaml":
+				werr = writeYAML(out, res)
+			default:
+				werr = res.WriteText(out, explain)
+			}
+			if werr != nil {
 				return werr
 			}
 			return err
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&spec.Strategy, "strategy", "semver", "update strategy: "+strings.Join(strategyNames(), ", "))
-	f.StringVar(&spec.Strategy, "update-strategy", "semver", "alias of --strategy")
+	f.StringVar(&spec.Strategy, "strategy", "semver", "update strategy: "+resolve.StrategyAccepted)
+	f.StringVar(&spec.Strategy, "update-strategy", "semver", "alias of --strategy (argocd-image-updater's name)")
 	f.StringVar(&spec.Constraint, "constraint", "", "semver range (semver) or the tag to follow (digest)")
 	f.StringVar(&spec.Constraint, "semver-constraint", "", "alias of --constraint")
+	for _, alias := range []string{"update-strategy", "semver-constraint"} {
+		_ = f.MarkHidden(alias) // aliases work, help lists each setting once
+	}
 	f.StringVar(&spec.AllowTags, "allow-tags", "", "regexp:EXPR, glob:PATTERN or any")
 	f.StringArrayVar(&spec.IgnoreTags, "ignore-tags", nil, "globs (comma-separated) or regexp:EXPR; repeatable")
 	f.StringSliceVar(&spec.Platforms, "platforms", nil, "platforms every chosen tag must have: os/arch[/variant],...")
 	f.BoolVar(&spec.PinDigest, "pin-digest", false, "write tag@sha256:digest")
 	f.BoolVar(&insecure, "insecure", false, "allow plain HTTP and unverified TLS for this registry")
-	f.StringVar(&registries, "registries-config", os.Getenv(registriesConfigEnv), "registries configuration file (default $"+registriesConfigEnv+")")
 	f.StringVar(&app, "app", "", "Argo CD app name to resolve as (for registries whose credentials are scoped to apps)")
 	f.BoolVar(&explain, "explain", false, "show every candidate considered and why it won or was passed over")
-	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
+	f.StringVarP(&output, "output", "o", "text", "output format: text, json or yaml")
+	files = config.AddFileFlags(f)
 	return cmd
 }
 
-// flagError relabels policy field names as the flags that set them.
+// flagError names the flag that set the policy field an input error is about.
 func flagError(err error) error {
 	var ie *resolve.InputError
-	if errors.As(err, &ie) {
-		field := ie.Field
-		if field == "update-strategy" {
-			field = "strategy"
-		}
-		return resolve.WithField(err, "--"+field)
+	if !errors.As(err, &ie) {
+		return err
 	}
-	return err
-}
-
-func strategyNames() []string {
-	var out []string
-	for _, s := range resolve.Strategies {
-		out = append(out, string(s))
+	flag, ok := map[resolve.PolicyField]string{
+		resolve.FieldStrategy:   "--strategy",
+		resolve.FieldConstraint: "--constraint",
+		resolve.FieldAllowTags:  "--allow-tags",
+		resolve.FieldIgnoreTags: "--ignore-tags",
+		resolve.FieldPlatforms:  "--platforms",
+	}[ie.Policy]
+	if !ok {
+		return err
 	}
-	return out
+	return resolve.WithField(err, flag)
 }
-
-// registriesConfigEnv names the registries configuration file for every command.
-const registriesConfigEnv = "IMAGE_RESOLVER_REGISTRIES_CONFIG"

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
-	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -17,30 +17,33 @@ var daemonLong = `The daemon holds one TTL-cached view of the registries for eve
 tag lists (--tag-ttl), tag digests (--head-ttl), manifests and configs by digest
 (size-bounded, never expire), with singleflight, refresh-ahead, stale-if-error
 (--stale-if-error) and per-registry rate limits (--rate-limit). generate reaches it on
-the unix socket (--socket, env ` + cache.SocketEnv + `); /metrics, /healthz and /readyz are
+the unix socket (--socket, env ` + config.SocketEnv + `); /metrics, /healthz and /readyz are
 served on --metrics-addr.
 
 Every setting can be given, in increasing precedence, in the YAML file (--config, env
-` + cache.ConfigEnv + `; keys as in this example), in its environment variable, or as a flag:
+` + config.ConfigEnv + `; keys as in this example), in its environment variable, or as a flag:
 
-` + indent(cache.ExampleFile, "  ")
+` + indent(config.ExampleFile, "  ") + `
+
+The same file (` + config.ConfigEnv + `) and variables configure generate, preview and resolve,
+so a render without the daemon uses the same registries, credentials and limits.`
 
 func newServeCommand() *cobra.Command {
 	var (
-		flags *cache.Flags
+		flags *config.Flags
 		logs  logFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon: the cached registry view shared by every render in the pod",
-		Long:  daemonLong,
+		Long:  daemonLong + "\n\nExit status: 0 stopped by SIGTERM or SIGINT, 2 bad configuration, 4 a server failed.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, cfg, err := daemonSettings(cmd, &logs, flags)
 			if err != nil {
 				return err
 			}
-			d, err := newDaemon(cfg, log)
+			d, err := daemon.New(cfg, daemon.WithLogger(log))
 			if err != nil {
 				return err
 			}
@@ -48,36 +51,20 @@ func newServeCommand() *cobra.Command {
 			return d.Run(cmd.Context())
 		},
 	}
-	flags = cache.AddFlags(cmd.Flags())
+	flags = config.AddFlags(cmd.Flags())
 	logs.add(cmd)
 	return cmd
 }
 
 // daemonSettings reads the logging flags and the daemon's configuration (file, env,
 // flags), for serve and sidecar alike.
-func daemonSettings(cmd *cobra.Command, logs *logFlags, flags *cache.Flags) (*slog.Logger, cache.Config, error) {
+func daemonSettings(cmd *cobra.Command, logs *logFlags, flags *config.Flags) (*slog.Logger, config.Config, error) {
 	log, err := logs.logger(cmd.ErrOrStderr())
 	if err != nil {
-		return nil, cache.Config{}, err
+		return nil, config.Config{}, err
 	}
 	cfg, err := flags.Load(os.LookupEnv)
 	return log, cfg, err
-}
-
-// newDaemon builds the daemon with the registries' credentials keychain, as
-// generate's own client has. The Resolver over the daemon's cache checks each
-// entry's apps (the cache passes the Remote's Authorize on) before the cache is read.
-func newDaemon(cfg cache.Config, log *slog.Logger) (*cache.Daemon, error) {
-	kc, err := newCredentialsKeychain(cfg.Registries)
-	if err != nil {
-		return nil, err
-	}
-	d, err := cache.NewDaemon(cfg, cache.WithLogger(log), cache.WithRemoteOptions(resolve.WithKeychain(kc)))
-	if err != nil {
-		return nil, err
-	}
-	d.Handle("POST "+delegate.Path, delegatedGenerate(d.Server, log))
-	return d, nil
 }
 
 // logFlags are the daemon's logging flags.

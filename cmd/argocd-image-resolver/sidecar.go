@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
 	"github.com/spf13/cobra"
-
-	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 )
 
 // childStopGrace is how long the CMP server gets to stop after SIGTERM when the
@@ -23,14 +23,14 @@ const childStopGrace = 10 * time.Second
 
 func newSidecarCommand() *cobra.Command {
 	var (
-		flags *cache.Flags
+		flags *config.Flags
 		logs  logFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "sidecar [flags] -- CMP-SERVER [ARGS...]",
 		Short: "Container entrypoint: run the daemon and Argo CD's CMP server; exit when either dies",
 		Long: `Start the daemon (as serve does, with the same flags), then run Argo CD's CMP server
-as a child with ` + cache.SocketEnv + ` set to the daemon's socket, so every generate it
+as a child with ` + config.SocketEnv + ` set to the daemon's socket, so every generate it
 runs finds the daemon. SIGTERM and SIGINT are forwarded to the CMP server; the daemon
 stops after it, so renders in flight keep their cache.
 
@@ -38,6 +38,9 @@ Nothing is restarted silently: if the CMP server exits, or the daemon fails, the
 sidecar exits non-zero (the CMP server's status, or 1) and Kubernetes restarts the
 container. After a forwarded signal, a CMP server that exits 0 or of that signal
 makes the sidecar exit 0.
+
+Exit status: 0 after a forwarded signal (above), the CMP server's status when it exits
+by itself, 1 when the daemon fails, 2 bad configuration.
 
 ` + daemonLong,
 		Example: `  argocd-image-resolver sidecar -- /var/run/argocd/argocd-cmp-server
@@ -62,7 +65,7 @@ makes the sidecar exit 0.
 	}
 	// Flags after the CMP server's path belong to it, even without "--".
 	cmd.Flags().SetInterspersed(false)
-	flags = cache.AddFlags(cmd.Flags())
+	flags = config.AddFlags(cmd.Flags())
 	logs.add(cmd)
 	return cmd
 }
@@ -70,9 +73,9 @@ makes the sidecar exit 0.
 // runSidecar runs the daemon and the child argv until either ends, forwarding the
 // signals received on sigs to the child. It returns the exit status for the
 // sidecar and, when non-zero, why.
-func runSidecar(ctx context.Context, cfg cache.Config, log *slog.Logger, argv []string, sigs <-chan os.Signal,
+func runSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, argv []string, sigs <-chan os.Signal,
 	stdout, stderr io.Writer) (int, error) {
-	d, err := newDaemon(cfg, log)
+	d, err := daemon.New(cfg, daemon.WithLogger(log))
 	if err != nil {
 		return exitCode(err), err
 	}
@@ -90,7 +93,7 @@ func runSidecar(ctx context.Context, cfg cache.Config, log *slog.Logger, argv []
 	}
 
 	child := exec.Command(argv[0], argv[1:]...)
-	child.Env = append(os.Environ(), cache.SocketEnv+"="+cfg.Socket)
+	child.Env = append(os.Environ(), config.SocketEnv+"="+cfg.Socket)
 	child.Stdout, child.Stderr = stdout, stderr
 	if err := child.Start(); err != nil {
 		stopDaemon()

@@ -1,4 +1,4 @@
-package cache
+package daemon
 
 import (
 	"context"
@@ -18,20 +18,22 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
 // startDaemon runs a daemon on a fresh socket and a loopback metrics port until
 // the test ends.
-func startDaemon(t testing.TB, cfg Config, opts ...DaemonOption) (*Daemon, *Client) {
+func startDaemon(t testing.TB, cfg config.Config, opts ...Option) (*Daemon, *Client) {
 	t.Helper()
 	if cfg.Socket == "" {
 		cfg.Socket = socketPath(t)
 	}
-	opts = append([]DaemonOption{WithLogger(slog.New(slog.DiscardHandler)),
+	opts = append([]Option{WithLogger(slog.New(slog.DiscardHandler)),
 		WithRemoteOptions(resolve.WithRetry(fastRetry), resolve.WithKeychain(authn.NewMultiKeychain()))}, opts...)
-	d, err := NewDaemon(cfg, opts...)
+	d, err := New(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,8 +57,8 @@ func startDaemon(t testing.TB, cfg Config, opts ...DaemonOption) (*Daemon, *Clie
 
 // testConfig is the default configuration on a loopback port; startDaemon gives
 // it a socket of its own (never the default path, which a real daemon may hold).
-func testConfig() Config {
-	cfg := DefaultConfig()
+func testConfig() config.Config {
+	cfg := config.DefaultConfig()
 	cfg.Socket = ""
 	cfg.MetricsAddr = "127.0.0.1:0"
 	return cfg
@@ -158,7 +160,7 @@ func TestClientUnreachable(t *testing.T) {
 	if err := client.Health(context.Background()); err != nil {
 		t.Fatalf("daemon on a stale socket: %v", err)
 	}
-	d2, err := NewDaemon(cfg, WithLogger(slog.New(slog.DiscardHandler)))
+	d2, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +172,7 @@ func TestClientUnreachable(t *testing.T) {
 func TestDaemonStopsGracefully(t *testing.T) {
 	cfg := testConfig()
 	cfg.Socket = socketPath(t)
-	d, err := NewDaemon(cfg, WithLogger(slog.New(slog.DiscardHandler)))
+	d, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,8 +267,8 @@ func TestMetricsMatchTheRegistry(t *testing.T) {
 	for _, name := range []string{"cache_hits_total", "cache_misses_total", "cache_stale_serves_total", "cache_entries",
 		"cache_bytes", "cache_evictions_total", "registry_requests_total", "resolution_duration_seconds",
 		"ratelimit_wait_seconds", "refresh_ahead_total", "singleflight_shared_total", "batch_duration_seconds"} {
-		if fams[Namespace+"_"+name] == nil {
-			t.Errorf("family %s_%s missing", Namespace, name)
+		if fams[cache.Namespace+"_"+name] == nil {
+			t.Errorf("family %s_%s missing", cache.Namespace, name)
 		}
 	}
 	if fams["go_goroutines"] == nil || fams["process_resident_memory_bytes"] == nil {
@@ -275,7 +277,7 @@ func TestMetricsMatchTheRegistry(t *testing.T) {
 
 	// Requests that failed below HTTP never reached the registry: for a loopback
 	// registry go-containerregistry's ping tries https first, which fails.
-	reqFam := fams[Namespace+"_registry_requests_total"]
+	reqFam := fams[cache.Namespace+"_registry_requests_total"]
 	if failed := sumBy(reqFam, "kind", map[string]string{"status": "error"}); len(failed) > 1 || failed["ping"] != 2 {
 		t.Errorf("failed attempts by kind: %v, want only the two https pings", failed)
 	}
@@ -295,10 +297,10 @@ func TestMetricsMatchTheRegistry(t *testing.T) {
 			t.Errorf("registry_requests_total{kind=%q} = %v, registrytest counted %v", k, byKind[k], w)
 		}
 	}
-	if w := sumBy(fams[Namespace+"_registry_requests_total"], "method", map[string]string{"kind": "manifest"})["HEAD"]; w != float64(s.Count(rt.ManifestHead)) {
+	if w := sumBy(fams[cache.Namespace+"_registry_requests_total"], "method", map[string]string{"kind": "manifest"})["HEAD"]; w != float64(s.Count(rt.ManifestHead)) {
 		t.Errorf("HEADs %v, registrytest %d", w, s.Count(rt.ManifestHead))
 	}
-	if st := sumBy(fams[Namespace+"_registry_requests_total"], "status", nil); st["503"] != 1 || st["401"] == 0 {
+	if st := sumBy(fams[cache.Namespace+"_registry_requests_total"], "status", nil); st["503"] != 1 || st["401"] == 0 {
 		t.Errorf("by status: %v, want one 503 (the injected fault) and the 401 challenges", st)
 	}
 	if want["token"] == 0 || want["ping"] == 0 {
@@ -306,22 +308,22 @@ func TestMetricsMatchTheRegistry(t *testing.T) {
 	}
 
 	// Cache counters: the second batch was answered from the cache.
-	hits := sumBy(fams[Namespace+"_cache_hits_total"], "layer", nil)
-	misses := sumBy(fams[Namespace+"_cache_misses_total"], "layer", nil)
-	if misses[LayerTags] != 2 || hits[LayerTags] < 2 {
-		t.Errorf("tags: misses %v hits %v, want 2 misses (two repositories) and hits after", misses[LayerTags], hits[LayerTags])
+	hits := sumBy(fams[cache.Namespace+"_cache_hits_total"], "layer", nil)
+	misses := sumBy(fams[cache.Namespace+"_cache_misses_total"], "layer", nil)
+	if misses[cache.LayerTags] != 2 || hits[cache.LayerTags] < 2 {
+		t.Errorf("tags: misses %v hits %v, want 2 misses (two repositories) and hits after", misses[cache.LayerTags], hits[cache.LayerTags])
 	}
-	if misses[LayerBlob] != float64(s.Count(rt.BlobGet)) {
-		t.Errorf("blob misses %v, blob GETs %d", misses[LayerBlob], s.Count(rt.BlobGet))
+	if misses[cache.LayerBlob] != float64(s.Count(rt.BlobGet)) {
+		t.Errorf("blob misses %v, blob GETs %d", misses[cache.LayerBlob], s.Count(rt.BlobGet))
 	}
-	if misses[LayerManifest] != float64(s.Count(rt.ManifestGet)) {
-		t.Errorf("manifest misses %v, manifest GETs %d", misses[LayerManifest], s.Count(rt.ManifestGet))
+	if misses[cache.LayerManifest] != float64(s.Count(rt.ManifestGet)) {
+		t.Errorf("manifest misses %v, manifest GETs %d", misses[cache.LayerManifest], s.Count(rt.ManifestGet))
 	}
-	entries := sumBy(fams[Namespace+"_cache_entries"], "layer", nil)
-	if entries[LayerTags] != 2 || entries[LayerBlob] != float64(s.Count(rt.BlobGet)) {
+	entries := sumBy(fams[cache.Namespace+"_cache_entries"], "layer", nil)
+	if entries[cache.LayerTags] != 2 || entries[cache.LayerBlob] != float64(s.Count(rt.BlobGet)) {
 		t.Errorf("entries %v", entries)
 	}
-	res := sumBy(fams[Namespace+"_resolution_duration_seconds"], "strategy", map[string]string{"result": "ok"})
+	res := sumBy(fams[cache.Namespace+"_resolution_duration_seconds"], "strategy", map[string]string{"result": "ok"})
 	if res["semver"] != 2*1+2*1 || res["newest-build"] != 2 {
 		t.Errorf("resolutions by strategy: %v", res)
 	}

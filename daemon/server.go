@@ -1,13 +1,11 @@
-package cache
+package daemon
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
@@ -43,21 +41,19 @@ type errorResponse struct {
 	Error string `json:"error"`
 }
 
-// Server answers resolution batches with a resolve.Resolver (over the cached
-// registry) and records their latency. It implements resolve.Batch.
+// Server serves resolution batches on the socket API with a resolve.Resolver over
+// the cached registry, and records their latency.
 type Server struct {
 	resolver *resolve.Resolver
 	m        *Metrics
 	log      *slog.Logger
 }
 
-var _ resolve.Batch = (*Server)(nil)
-
-// NewServer returns a Server resolving with r. Nil m or log are replaced by a
-// Metrics of its own and a discarding logger.
+// NewServer returns a Server resolving with r. Nil m or log are replaced by
+// metrics of its own and a discarding logger.
 func NewServer(r *resolve.Resolver, m *Metrics, log *slog.Logger) *Server {
 	if m == nil {
-		m = NewMetrics()
+		m = NewMetrics(nil)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -65,55 +61,17 @@ func NewServer(r *resolve.Resolver, m *Metrics, log *slog.Logger) *Server {
 	return &Server{resolver: r, m: m, log: log}
 }
 
-// ResolveBatch resolves requests concurrently, one Answer per request in order;
-// identical requests are resolved once. The app travels in the context
-// (resolve.WithApp) to the authorizers, which run before the cache is read.
-func (s *Server) ResolveBatch(ctx context.Context, app string, reqs []resolve.Request) ([]resolve.Answer, error) {
-	if app != "" {
-		ctx = resolve.WithApp(ctx, app)
-	}
-	answers := make([]resolve.Answer, len(reqs))
-	groups := map[string][]int{}
-	var order []string
-	for i, rq := range reqs {
-		k := requestKey(rq)
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], i)
-	}
-	var wg sync.WaitGroup
-	for _, k := range order {
-		idx := groups[k]
-		wg.Go(func() {
-			a := s.resolveOne(ctx, reqs[idx[0]])
-			for _, i := range idx {
-				answers[i] = a
-			}
-		})
-	}
-	wg.Wait()
-	return answers, nil
-}
-
-func requestKey(r resolve.Request) string {
-	b, _ := json.Marshal(r)
-	return string(b)
-}
-
-func (s *Server) resolveOne(ctx context.Context, req resolve.Request) resolve.Answer {
+// observeResolution records one resolution in the histogram (a resolve.Observer).
+func (m *Metrics) observeResolution(req resolve.Request, a resolve.Answer, took time.Duration) {
 	strategy := "invalid"
 	if st, _, err := resolve.ParseStrategy(req.Policy.Strategy); err == nil {
 		strategy = string(st)
 	}
-	start := time.Now()
-	a := s.resolver.ResolveRequest(ctx, req)
 	result := "ok"
 	if a.Error != "" {
 		result = string(a.ErrorKind)
 	}
-	s.m.Resolutions.WithLabelValues(strategy, result).Observe(time.Since(start).Seconds())
-	return a
+	m.Resolutions.WithLabelValues(strategy, result).Observe(took.Seconds())
 }
 
 // Handler serves the socket API: POST /v1/resolve and GET /v1/health.
@@ -145,7 +103,7 @@ func (s *Server) serveResolve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusRequestEntityTooLarge, errorResponse{Error: fmt.Sprintf("bad batch: %d requests, at most %d", len(req.Requests), maxBatchRequests)})
 		return
 	}
-	answers, err := s.ResolveBatch(r.Context(), req.App, req.Requests)
+	answers, err := s.resolver.ResolveBatch(r.Context(), req.App, req.Requests)
 	if err != nil {
 		s.m.Batches.WithLabelValues("error").Observe(time.Since(start).Seconds())
 		writeJSON(w, http.StatusInternalServerError, errorResponse{Error: err.Error()})

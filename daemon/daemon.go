@@ -1,4 +1,8 @@
-package cache
+// Package daemon is the long-lived half of the sidecar: the cached registry view
+// (cache) behind a resolver, the unix socket API that generate calls (POST
+// /v1/resolve, POST /v1/generate, GET /v1/health), /metrics, /healthz and /readyz
+// on TCP, and the client and fallback that generate uses to reach it.
+package daemon
 
 import (
 	"context"
@@ -14,25 +18,25 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
+	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
 // shutdownTimeout bounds the wait for requests in flight when the daemon stops.
 const shutdownTimeout = 10 * time.Second
 
-// Daemon is the long-lived half of the sidecar: the cached registry view, the
-// socket API that generate calls, and /metrics, /healthz, /readyz on TCP.
+// Daemon serves the cached registry view to every render in the pod.
 type Daemon struct {
-	cfg      Config
+	cfg      config.Config
 	log      *slog.Logger
 	Metrics  *Metrics
-	Limiter  *Limiter
-	Remote   *resolve.Remote
-	Registry *Registry
+	Limiter  *cache.Limiter
+	Registry *cache.Registry
 	Resolver *resolve.Resolver
 	Server   *Server
-
-	extra map[string]http.Handler // more socket endpoints, from Handle
 
 	mu        sync.Mutex
 	socketLn  net.Listener
@@ -41,101 +45,75 @@ type Daemon struct {
 	readyCh   chan struct{}
 }
 
-// DaemonOption configures a Daemon beyond its Config.
-type DaemonOption func(*daemonOptions)
+// Option configures a Daemon beyond its Config.
+type Option func(*options)
 
-type daemonOptions struct {
-	log         *slog.Logger
-	remoteOpts  []resolve.RemoteOption
-	cacheOpts   []Option
-	metrics     *Metrics
-	resolverOpt []resolve.ResolverOption
+type options struct {
+	log        *slog.Logger
+	remoteOpts []resolve.RemoteOption
+	cacheOpts  []cache.Option
 }
 
 // WithLogger sets the daemon's logger (default: slog.Default()).
-func WithLogger(l *slog.Logger) DaemonOption { return func(o *daemonOptions) { o.log = l } }
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
-// WithRemoteOptions adds options of the registry client (keychain, retry policy).
-func WithRemoteOptions(opts ...resolve.RemoteOption) DaemonOption {
-	return func(o *daemonOptions) { o.remoteOpts = append(o.remoteOpts, opts...) }
+// WithRemoteOptions adds options of the registry client, after the configuration's
+// (tests: a keychain, a faster retry policy).
+func WithRemoteOptions(opts ...resolve.RemoteOption) Option {
+	return func(o *options) { o.remoteOpts = append(o.remoteOpts, opts...) }
 }
 
-// WithCacheOptions adds options of the cache, after those the Config gives.
-func WithCacheOptions(opts ...Option) DaemonOption {
-	return func(o *daemonOptions) { o.cacheOpts = append(o.cacheOpts, opts...) }
+// WithCacheOptions adds options of the cache, after those the Config gives (tests:
+// a clock).
+func WithCacheOptions(opts ...cache.Option) Option {
+	return func(o *options) { o.cacheOpts = append(o.cacheOpts, opts...) }
 }
 
-// WithResolverOptions adds options of the resolver (concurrency).
-func WithResolverOptions(opts ...resolve.ResolverOption) DaemonOption {
-	return func(o *daemonOptions) { o.resolverOpt = append(o.resolverOpt, opts...) }
-}
-
-// WithDaemonMetrics records into m instead of a new Metrics.
-func WithDaemonMetrics(m *Metrics) DaemonOption { return func(o *daemonOptions) { o.metrics = m } }
-
-// NewDaemon validates cfg and builds the daemon; it does not listen yet.
-func NewDaemon(cfg Config, opts ...DaemonOption) (*Daemon, error) {
+// New validates cfg and builds the daemon; it does not listen yet. The registry
+// client, its credentials, rate limits and app scoping are built from cfg by the
+// same builders a render without the daemon uses (config.Config.NewRemote,
+// NewResolver).
+func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	o := daemonOptions{log: slog.Default()}
+	o := options{log: slog.Default()}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.metrics == nil {
-		o.metrics = NewMetrics()
-	}
-	d := &Daemon{cfg: cfg, log: o.log, Metrics: o.metrics, readyCh: make(chan struct{})}
-	d.Limiter = NewLimiter(cfg.EffectiveRateLimits(), cfg.RegistryConcurrency, d.Metrics)
-	remoteOpts := append([]resolve.RemoteOption{
-		resolve.WithRegistries(cfg.Registries),
-		resolve.WithTransportWrapper(d.Limiter.Wrap),
-		resolve.WithoutMemo(),
-	}, o.remoteOpts...)
-	remote, err := resolve.NewRemote(remoteOpts...)
+	d := &Daemon{cfg: cfg, log: o.log, Metrics: NewMetrics(nil), readyCh: make(chan struct{})}
+	// The cache below keeps what the Remote's own memo would.
+	remote, limiter, err := cfg.NewRemote(d.Metrics.Metrics, o.log, append([]resolve.RemoteOption{resolve.WithoutMemo()}, o.remoteOpts...)...)
 	if err != nil {
 		return nil, err
 	}
-	d.Remote = remote
-	cacheOpts := append([]Option{
-		WithTagTTL(cfg.TagTTL),
-		WithHeadTTL(cfg.HeadTTL),
-		WithStaleIfError(cfg.StaleIfError),
-		WithRefreshAhead(cfg.RefreshAhead),
-		WithCacheSizes(cfg.ManifestCacheSize, cfg.BlobCacheSize),
-		WithFetchTimeout(cfg.FetchTimeout),
-		WithMetrics(d.Metrics),
+	d.Limiter = limiter
+	cacheOpts := append([]cache.Option{
+		cache.WithTagTTL(cfg.TagTTL),
+		cache.WithHeadTTL(cfg.HeadTTL),
+		cache.WithStaleIfError(cfg.StaleIfError),
+		cache.WithRefreshAhead(cfg.RefreshAhead),
+		cache.WithCacheSizes(cfg.ManifestCacheSize, cfg.BlobCacheSize),
+		cache.WithFetchTimeout(cfg.FetchTimeout),
+		cache.WithMetrics(d.Metrics.Metrics),
 	}, o.cacheOpts...)
-	d.Registry = NewRegistry(remote, cacheOpts...)
-	d.Resolver = resolve.NewResolver(d.Registry, o.resolverOpt...)
+	d.Registry = cache.NewRegistry(remote, cacheOpts...)
+	d.Resolver = cfg.NewResolver(d.Registry, resolve.WithObserver(d.Metrics.observeResolution))
 	d.Server = NewServer(d.Resolver, d.Metrics, d.log)
 	return d, nil
 }
 
-// Handle adds an endpoint to the socket API, next to /v1/resolve; call it before Run.
-// It lets the caller serve what the cache knows nothing of (the delegated render).
-func (d *Daemon) Handle(pattern string, h http.Handler) {
-	if d.extra == nil {
-		d.extra = map[string]http.Handler{}
-	}
-	d.extra[pattern] = h
-}
-
-// socketHandler is the socket API: the resolver's endpoints and those added by Handle.
+// socketHandler is the socket API: resolution batches, delegated renders, health.
 func (d *Daemon) socketHandler() http.Handler {
-	if len(d.extra) == 0 {
-		return d.Server.Handler()
-	}
 	mux := http.NewServeMux()
 	mux.Handle("/", d.Server.Handler())
-	for pattern, h := range d.extra {
-		mux.Handle(pattern, h)
-	}
+	settings := pipeline.Settings{ExtraImagePaths: d.cfg.ExtraImagePaths, DefaultPlatforms: d.cfg.DefaultPlatforms}
+	mux.Handle("POST "+delegate.Path, GenerateHandler(pipeline.New(d.Resolver, settings), d.log))
 	return mux
 }
 
 // Config returns the daemon's configuration.
-func (d *Daemon) Config() Config { return d.cfg }
+func (d *Daemon) Config() config.Config { return d.cfg }
 
 // Listen binds the socket and the metrics address, so that a caller learns of a
 // taken address before anything else starts. Run calls it when needed.
@@ -217,8 +195,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	close(d.readyCh)
 	d.log.Info("daemon serving", "socket", d.cfg.Socket, "metrics", d.MetricsAddr(),
 		"tagTTL", d.cfg.TagTTL, "headTTL", d.cfg.HeadTTL, "staleIfError", d.cfg.StaleIfError,
-		"refreshAhead", d.cfg.RefreshAhead, "manifestCacheSize", FormatSize(d.cfg.ManifestCacheSize),
-		"blobCacheSize", FormatSize(d.cfg.BlobCacheSize), "rateLimits", rateLimitsString(d.cfg.EffectiveRateLimits()),
+		"refreshAhead", d.cfg.RefreshAhead, "manifestCacheSize", config.FormatSize(d.cfg.ManifestCacheSize),
+		"blobCacheSize", config.FormatSize(d.cfg.BlobCacheSize), "rateLimits", rateLimitsString(d.cfg.EffectiveRateLimits()),
 		"registryConcurrency", d.cfg.RegistryConcurrency, "registries", len(d.cfg.Registries))
 
 	var err error
@@ -265,7 +243,7 @@ func prepareSocket(path string) error {
 	return nil
 }
 
-func rateLimitsString(ls []RateLimit) string {
+func rateLimitsString(ls []cache.RateLimit) string {
 	var s []string
 	for _, l := range ls {
 		s = append(s, l.String())

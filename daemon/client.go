@@ -1,4 +1,4 @@
-package cache
+package daemon
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -139,8 +140,8 @@ func unwrapURLError(err error) error {
 // SocketFromEnv returns the daemon's socket as generate finds it: $IMAGE_RESOLVER_SOCKET,
 // else the default path.
 func SocketFromEnv() string {
-	if v := os.Getenv(SocketEnv); v != "" {
+	if v := os.Getenv(config.SocketEnv); v != "" {
 		return v
 	}
-	return DefaultSocket
+	return config.DefaultSocket
 }

@@ -1,4 +1,4 @@
-package cache
+package config
 
 import (
 	"errors"
@@ -10,20 +10,23 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+	"github.com/argocd-image-resolver/argocd-image-resolver/render"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
 // Daemon defaults.
 const (
-	DefaultSocket              = "/tmp/argocd-image-resolver.sock"
-	DefaultMetricsAddr         = ":8090"
-	DefaultRegistryConcurrency = 16
+	DefaultSocket      = "/tmp/argocd-image-resolver.sock"
+	DefaultMetricsAddr = ":8090"
 	// SocketEnv names the socket for the daemon and for generate.
 	SocketEnv = "IMAGE_RESOLVER_SOCKET"
 	// ConfigEnv names the daemon's configuration file.
 	ConfigEnv = "IMAGE_RESOLVER_CONFIG"
+	// DefaultPlatformsEnv names the default platforms.
+	DefaultPlatformsEnv = "IMAGE_RESOLVER_DEFAULT_PLATFORMS"
+	// ExtraImagePathsEnv names the extra image fields.
+	ExtraImagePathsEnv = "IMAGE_RESOLVER_EXTRA_IMAGE_PATHS"
 	// RegistriesConfigEnv names the registries configuration file (as for every
 	// other command).
 	RegistriesConfigEnv = "IMAGE_RESOLVER_REGISTRIES_CONFIG"
@@ -34,7 +37,7 @@ const (
 
 // DefaultRateLimits apply when none are configured: every registry, 100 requests a
 // second on average, bursts of 200.
-var DefaultRateLimits = []RateLimit{{Registry: AnyRegistry, RPS: 100, Burst: 200}}
+var DefaultRateLimits = []cache.RateLimit{{Registry: cache.AnyRegistry, RPS: 100, Burst: 200}}
 
 // Config is the daemon's configuration. It is read, in increasing precedence, from
 // its defaults, an optional YAML file, environment variables and flags (see
@@ -51,13 +54,19 @@ type Config struct {
 	ManifestCacheSize int64 // bytes of manifests kept by digest
 	BlobCacheSize     int64 // bytes of image configs kept by digest
 
-	RateLimits          []RateLimit // per registry host, "*" for the rest
-	RegistryConcurrency int         // requests in flight per registry (0: no bound)
+	RateLimits          []cache.RateLimit // per registry host, "*" for the rest
+	RegistryConcurrency int               // requests in flight per registry (0: no bound)
 	FetchTimeout        time.Duration
 
 	// Registries is the per-registry client configuration (endpoint, insecure, page
-	// size), the top-level registries: of the file or the registries config file.
+	// size, credentials, apps), the top-level registries: of the file or the
+	// registries config file.
 	Registries []resolve.RegistryConfig
+
+	// DefaultPlatforms are required of an image whose policy and workload name none.
+	DefaultPlatforms []resolve.Platform
+	// ExtraImagePaths are image fields of custom resources, beside the built-in kinds.
+	ExtraImagePaths []render.ExtraPath
 }
 
 // DefaultConfig returns the defaults.
@@ -65,15 +74,15 @@ func DefaultConfig() Config {
 	return Config{
 		Socket:              DefaultSocket,
 		MetricsAddr:         DefaultMetricsAddr,
-		TagTTL:              DefaultTagTTL,
-		HeadTTL:             DefaultHeadTTL,
-		StaleIfError:        DefaultStaleIfError,
-		RefreshAhead:        DefaultRefreshAhead,
-		ManifestCacheSize:   DefaultManifestCacheSize,
-		BlobCacheSize:       DefaultBlobCacheSize,
+		TagTTL:              cache.DefaultTagTTL,
+		HeadTTL:             cache.DefaultHeadTTL,
+		StaleIfError:        cache.DefaultStaleIfError,
+		RefreshAhead:        cache.DefaultRefreshAhead,
+		ManifestCacheSize:   cache.DefaultManifestCacheSize,
+		BlobCacheSize:       cache.DefaultBlobCacheSize,
 		RateLimits:          slices.Clone(DefaultRateLimits),
-		RegistryConcurrency: DefaultRegistryConcurrency,
-		FetchTimeout:        DefaultFetchTimeout,
+		RegistryConcurrency: cache.DefaultRegistryConcurrency,
+		FetchTimeout:        cache.DefaultFetchTimeout,
 	}
 }
 
@@ -83,6 +92,12 @@ type Setting struct {
 	Env   string // environment variable
 	Flag  string // command-line flag, without dashes
 	Usage string
+	// Type names the flag's value in help: duration, bytes, int, fraction, string,
+	// platforms, paths.
+	Type string
+	// Sep joins the items of a list-valued setting given as a YAML array
+	// (defaultPlatforms, extraImagePaths); empty for scalar settings.
+	Sep string
 	// List settings (rateLimits) take comma-separated items in the environment and a
 	// repeatable flag.
 	List bool
@@ -92,13 +107,15 @@ type Setting struct {
 }
 
 const (
-	durationAccepted = "a Go duration such as 90s, 2m or 1h30m"
-	sizeAccepted     = "bytes, as an integer or with a unit: 512KiB, 64MiB, 1GiB (also KB, MB, GB; Ki, Mi, Gi)"
-	rateAccepted     = `PREFIX=RPS[:BURST], PREFIX a registry host[:port] with an optional /path, e.g. docker.io=2:10, ghcr.io/org=5 or *=100:200 ("*": each registry no entry names)`
+	durationAccepted   = "a Go duration such as 90s, 2m or 1h30m"
+	sizeAccepted       = "bytes, as an integer or with a unit: 512KiB, 64MiB, 1GiB (also KB, MB, GB; Ki, Mi, Gi)"
+	platformsAccepted  = "os/arch[/variant], comma-separated, e.g. linux/amd64,linux/arm64"
+	extraPathsAccepted = `Kind[.group]:path entries separated by ";", e.g. Workflow.argoproj.io:spec.templates[].container.image`
+	rateAccepted       = `PREFIX=RPS[:BURST], PREFIX a registry host[:port] with an optional /path, e.g. docker.io=2:10, ghcr.io/org=5 or *=100:200 ("*": each registry no entry names)`
 )
 
 func durationSetting(key, env, flag, usage string, field func(*Config) *time.Duration, min time.Duration) Setting {
-	return Setting{Key: key, Env: env, Flag: flag, Usage: usage,
+	return Setting{Key: key, Env: env, Flag: flag, Usage: usage, Type: "duration",
 		set: func(c *Config, v string) error {
 			d, err := time.ParseDuration(strings.TrimSpace(v))
 			if err != nil {
@@ -119,7 +136,7 @@ func durationSetting(key, env, flag, usage string, field func(*Config) *time.Dur
 }
 
 func sizeSetting(key, env, flag, usage string, field func(*Config) *int64) Setting {
-	return Setting{Key: key, Env: env, Flag: flag, Usage: usage,
+	return Setting{Key: key, Env: env, Flag: flag, Usage: usage, Type: "bytes",
 		set: func(c *Config, v string) error {
 			n, err := ParseSize(v)
 			if err != nil {
@@ -170,7 +187,7 @@ registries:            # as in the registries config file
 // and flag. The YAML file also takes registries: (see resolve.ParseRegistries).
 func Settings() []Setting {
 	return []Setting{
-		{Key: "socket", Env: SocketEnv, Flag: "socket", Usage: "unix socket of the resolution API",
+		{Key: "socket", Env: SocketEnv, Flag: "socket", Usage: "unix socket of the resolution API", Type: "path",
 			set: func(c *Config, v string) error {
 				switch {
 				case strings.TrimSpace(v) == "":
@@ -182,7 +199,7 @@ func Settings() []Setting {
 				return nil
 			},
 			get: func(c *Config) string { return c.Socket }},
-		{Key: "metricsAddr", Env: "IMAGE_RESOLVER_METRICS_ADDR", Flag: "metrics-addr", Usage: `HOST:PORT of /metrics, /healthz and /readyz ("" turns it off)`,
+		{Key: "metricsAddr", Env: "IMAGE_RESOLVER_METRICS_ADDR", Flag: "metrics-addr", Usage: `HOST:PORT of /metrics, /healthz and /readyz ("" turns it off)`, Type: "address",
 			set: func(c *Config, v string) error {
 				if v != "" {
 					_, port, err := net.SplitHostPort(v)
@@ -200,7 +217,7 @@ func Settings() []Setting {
 			func(c *Config) *time.Duration { return &c.HeadTTL }, time.Second),
 		durationSetting("staleIfError", "IMAGE_RESOLVER_STALE_IF_ERROR", "stale-if-error", "how long past its TTL an answer is served when the registry fails (0: never)",
 			func(c *Config) *time.Duration { return &c.StaleIfError }, 0),
-		{Key: "refreshAhead", Env: "IMAGE_RESOLVER_REFRESH_AHEAD", Flag: "refresh-ahead", Usage: "last part of a TTL in which a read refreshes the entry in the background (0: off)",
+		{Key: "refreshAhead", Env: "IMAGE_RESOLVER_REFRESH_AHEAD", Flag: "refresh-ahead", Usage: "last part of a TTL in which a read refreshes the entry in the background (0: off)", Type: "fraction",
 			set: func(c *Config, v string) error {
 				s := strings.TrimSpace(v)
 				pct := strings.HasSuffix(s, "%")
@@ -219,7 +236,7 @@ func Settings() []Setting {
 			func(c *Config) *int64 { return &c.ManifestCacheSize }),
 		sizeSetting("blobCacheSize", "IMAGE_RESOLVER_BLOB_CACHE_SIZE", "blob-cache-size", "bytes of image configs kept by digest",
 			func(c *Config) *int64 { return &c.BlobCacheSize }),
-		{Key: "rateLimits", Env: "IMAGE_RESOLVER_RATE_LIMITS", Flag: "rate-limit", List: true,
+		{Key: "rateLimits", Env: "IMAGE_RESOLVER_RATE_LIMITS", Flag: "rate-limit", List: true, Type: "prefix=rps[:burst]",
 			Usage: "per-registry token bucket, " + rateAccepted + "; repeatable; each sets its registry's limit over the file's and env's",
 			set: func(c *Config, v string) error {
 				rl, err := ParseRateLimit(v)
@@ -236,7 +253,7 @@ func Settings() []Setting {
 				}
 				return strings.Join(s, ",")
 			}},
-		{Key: "registryConcurrency", Env: "IMAGE_RESOLVER_REGISTRY_CONCURRENCY", Flag: "registry-concurrency", Usage: "requests in flight per registry (0: no bound)",
+		{Key: "registryConcurrency", Env: "IMAGE_RESOLVER_REGISTRY_CONCURRENCY", Flag: "registry-concurrency", Usage: "requests in flight per registry (0: no bound)", Type: "int",
 			set: func(c *Config, v string) error {
 				n, err := strconv.Atoi(strings.TrimSpace(v))
 				if err != nil || n < 0 {
@@ -248,6 +265,51 @@ func Settings() []Setting {
 			get: func(c *Config) string { return strconv.Itoa(c.RegistryConcurrency) }},
 		durationSetting("fetchTimeout", "IMAGE_RESOLVER_FETCH_TIMEOUT", "fetch-timeout", "bound on one registry fetch, retries included",
 			func(c *Config) *time.Duration { return &c.FetchTimeout }, time.Second),
+		{Key: "defaultPlatforms", Env: DefaultPlatformsEnv, Flag: "default-platforms", Type: "platforms", Sep: ",",
+			Usage: "platforms required of an image whose policy and workload name none: " + platformsAccepted,
+			set: func(c *Config, v string) error {
+				var items []string
+				for _, it := range strings.Split(v, ",") {
+					if strings.TrimSpace(it) != "" {
+						items = append(items, it)
+					}
+				}
+				ps, err := resolve.ParsePlatforms(items...)
+				if err != nil {
+					return err
+				}
+				c.DefaultPlatforms = ps
+				return nil
+			},
+			get: func(c *Config) string { return strings.Join(resolve.PlatformStrings(c.DefaultPlatforms), ",") }},
+		{Key: "extraImagePaths", Env: ExtraImagePathsEnv, Flag: "extra-image-paths", Type: "paths", Sep: ";",
+			Usage: "image fields of custom resources: " + extraPathsAccepted,
+			set: func(c *Config, v string) error {
+				var paths []render.ExtraPath
+				for _, it := range strings.Split(v, ";") {
+					if strings.TrimSpace(it) == "" {
+						continue
+					}
+					p, err := render.ParseExtraPath(it)
+					if err != nil {
+						var ie *resolve.InputError
+						if errors.As(err, &ie) {
+							return &resolve.InputError{Value: it, Accepted: extraPathsAccepted, Err: ie.Err}
+						}
+						return err
+					}
+					paths = append(paths, p)
+				}
+				c.ExtraImagePaths = paths
+				return nil
+			},
+			get: func(c *Config) string {
+				var s []string
+				for _, p := range c.ExtraImagePaths {
+					s = append(s, p.String())
+				}
+				return strings.Join(s, ";")
+			}},
 	}
 }
 
@@ -282,9 +344,9 @@ func (c *Config) Get(key string) string {
 }
 
 // ParseRateLimit parses HOST=RPS[:BURST]. BURST defaults to RPS rounded up.
-func ParseRateLimit(v string) (RateLimit, error) {
-	bad := func(err error) (RateLimit, error) {
-		return RateLimit{}, &resolve.InputError{Value: v, Accepted: rateAccepted, Err: err}
+func ParseRateLimit(v string) (cache.RateLimit, error) {
+	bad := func(err error) (cache.RateLimit, error) {
+		return cache.RateLimit{}, &resolve.InputError{Value: v, Accepted: rateAccepted, Err: err}
 	}
 	host, spec, ok := strings.Cut(strings.TrimSpace(v), "=")
 	if !ok {
@@ -295,7 +357,7 @@ func ParseRateLimit(v string) (RateLimit, error) {
 	if err != nil || math.IsNaN(rps) || math.IsInf(rps, 0) || rps <= 0 {
 		return bad(errors.New("RPS must be a number above 0"))
 	}
-	rl := RateLimit{Registry: strings.TrimSpace(host), RPS: rps, Burst: int(math.Ceil(rps))}
+	rl := cache.RateLimit{Registry: strings.TrimSpace(host), RPS: rps, Burst: int(math.Ceil(rps))}
 	if hasBurst {
 		if rl.Burst, err = strconv.Atoi(strings.TrimSpace(burstS)); err != nil || rl.Burst < 1 {
 			return bad(errors.New("BURST must be a whole number of at least 1"))
@@ -308,11 +370,11 @@ func ParseRateLimit(v string) (RateLimit, error) {
 }
 
 // checkRateLimit checks and normalises the registry of a rate limit.
-func checkRateLimit(rl *RateLimit) error {
-	if rl.Registry == AnyRegistry {
+func checkRateLimit(rl *cache.RateLimit) error {
+	if rl.Registry == cache.AnyRegistry {
 		return nil
 	}
-	p, err := normalisePrefix(rl.Registry)
+	p, err := cache.NormalisePrefix(rl.Registry)
 	if err != nil {
 		return fmt.Errorf("registry %q: %w", rl.Registry, err)
 	}
@@ -320,37 +382,17 @@ func checkRateLimit(rl *RateLimit) error {
 	return nil
 }
 
-// normalisePrefix checks host[:port][/path] and folds Docker Hub's aliases into
-// docker.io, as resolve does for registry prefixes.
-func normalisePrefix(p string) (string, error) {
-	p = strings.TrimSuffix(strings.TrimSpace(p), "/")
-	host, path, hasPath := strings.Cut(p, "/")
-	if _, err := name.NewRegistry(host, name.StrictValidation); err != nil || host == "" {
-		return "", errors.New("not a registry host[:port], optionally followed by /path")
-	}
-	if hasPath {
-		if _, err := name.NewRepository("registry.test/"+path, name.StrictValidation); err != nil {
-			return "", errors.New("not a registry host[:port], optionally followed by /path")
-		}
-	}
-	host = normaliseHost(host)
-	if path != "" {
-		return host + "/" + path, nil
-	}
-	return host, nil
-}
-
 // EffectiveRateLimits are the daemon's buckets: RateLimits, plus the rateLimit of
 // every registries entry whose prefix RateLimits does not name (rps with a burst of
 // rps rounded up).
-func (c *Config) EffectiveRateLimits() []RateLimit {
+func (c *Config) EffectiveRateLimits() []cache.RateLimit {
 	out := slices.Clone(c.RateLimits)
 	for _, rc := range c.Registries {
 		if rc.RateLimit <= 0 {
 			continue
 		}
-		rl := RateLimit{Registry: rc.Prefix, RPS: rc.RateLimit, Burst: max(1, int(math.Ceil(rc.RateLimit)))}
-		if checkRateLimit(&rl) != nil || slices.ContainsFunc(out, func(x RateLimit) bool { return x.Registry == rl.Registry }) {
+		rl := cache.RateLimit{Registry: rc.Prefix, RPS: rc.RateLimit, Burst: max(1, int(math.Ceil(rc.RateLimit)))}
+		if checkRateLimit(&rl) != nil || slices.ContainsFunc(out, func(x cache.RateLimit) bool { return x.Registry == rl.Registry }) {
 			continue
 		}
 		out = append(out, rl)
@@ -359,9 +401,9 @@ func (c *Config) EffectiveRateLimits() []RateLimit {
 }
 
 // mergeRateLimits sets rl's registry's limit in list.
-func mergeRateLimits(list []RateLimit, rl RateLimit) []RateLimit {
+func mergeRateLimits(list []cache.RateLimit, rl cache.RateLimit) []cache.RateLimit {
 	out := slices.Clone(list)
-	if i := slices.IndexFunc(out, func(x RateLimit) bool { return x.Registry == rl.Registry }); i >= 0 {
+	if i := slices.IndexFunc(out, func(x cache.RateLimit) bool { return x.Registry == rl.Registry }); i >= 0 {
 		out[i] = rl
 		return out
 	}

@@ -1,4 +1,4 @@
-package cache
+package config
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -81,9 +82,17 @@ func (c *Config) ParseFile(source string, raw []byte) error {
 				return err
 			}
 		default:
+			set, _ := settingByKey(k)
 			s, err := scalar(v)
+			if err != nil && set.Sep != "" {
+				s, err = joinedList(v, set.Sep)
+			}
 			if err != nil {
-				return &resolve.InputError{Field: field, Value: string(v), Accepted: "a single value", Err: err}
+				accepted := "a single value"
+				if set.Sep != "" {
+					accepted = "a list of strings, or one string of items separated by " + strconv.Quote(set.Sep)
+				}
+				return &resolve.InputError{Field: field, Value: string(v), Accepted: accepted, Err: err}
 			}
 			if err := c.Set(k, s, field); err != nil {
 				return err
@@ -106,17 +115,31 @@ func scalar(v json.RawMessage) (string, error) {
 	return "", errors.New("not a string or number")
 }
 
+// joinedList reads a YAML list of strings as one value, its items joined by sep.
+func joinedList(v json.RawMessage, sep string) (string, error) {
+	var items []string
+	if err := json.Unmarshal(v, &items); err != nil {
+		return "", errors.New("not a string or a list of strings")
+	}
+	for _, it := range items {
+		if strings.Contains(it, sep) {
+			return "", fmt.Errorf("item %q contains the separator %q", it, sep)
+		}
+	}
+	return strings.Join(items, sep), nil
+}
+
 func (c *Config) parseRateLimits(field string, v json.RawMessage) error {
 	var items []json.RawMessage
 	if err := json.Unmarshal(v, &items); err != nil {
 		return &resolve.InputError{Field: field, Value: string(v), Accepted: `a list of {registry, rps, burst}, e.g. [{registry: docker.io, rps: 2, burst: 10}, {registry: "*", rps: 100}]`}
 	}
-	var out []RateLimit
+	var out []cache.RateLimit
 	for i, it := range items {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		dec := json.NewDecoder(bytes.NewReader(it))
 		dec.DisallowUnknownFields()
-		var rl RateLimit
+		var rl cache.RateLimit
 		if err := dec.Decode(&rl); err != nil {
 			return &resolve.InputError{Field: f, Value: string(it), Accepted: `{registry: HOST[/PATH] or "*", rps: NUMBER > 0, burst: WHOLE NUMBER >= 1 (default: rps rounded up)}`, Err: err}
 		}
@@ -132,7 +155,7 @@ func (c *Config) parseRateLimits(field string, v json.RawMessage) error {
 		if err := checkRateLimit(&rl); err != nil {
 			return &resolve.InputError{Field: f + ".registry", Value: rl.Registry, Accepted: `a registry host[:port] with an optional /path, or "*" (quoted in YAML)`, Err: err}
 		}
-		if slices.ContainsFunc(out, func(x RateLimit) bool { return x.Registry == rl.Registry }) {
+		if slices.ContainsFunc(out, func(x cache.RateLimit) bool { return x.Registry == rl.Registry }) {
 			return &resolve.InputError{Field: f + ".registry", Value: rl.Registry, Accepted: "each registry once"}
 		}
 		out = append(out, rl)
@@ -200,54 +223,92 @@ func (c *Config) Validate() error {
 
 // ---- flags ----
 
-// Flags binds the daemon's flags (every Setting, plus --config and
-// --registries-config) to a flag set, for serve and sidecar.
+// Flags binds configuration flags to a flag set: --config and --registries-config
+// always, and every Setting for the daemon's commands (serve, sidecar). Each flag is
+// typed: its value is checked as it is parsed, and applied after the file and the
+// environment.
 type Flags struct {
 	fs         *pflag.FlagSet
-	values     map[string]*string
-	lists      map[string]*[]string
+	values     map[string]*settingFlag
 	config     *string
 	registries *string
 }
 
-// AddFlags adds the daemon's flags to fs.
+// AddFlags adds every setting's flag, with --config and --registries-config, to fs.
 func AddFlags(fs *pflag.FlagSet) *Flags {
-	f := &Flags{fs: fs, values: map[string]*string{}, lists: map[string]*[]string{}}
+	f := AddFileFlags(fs)
 	def := DefaultConfig()
 	for _, s := range Settings() {
+		v := &settingFlag{s: s}
 		usage := fmt.Sprintf("%s (env %s)", s.Usage, s.Env)
-		if s.List {
-			f.lists[s.Key] = fs.StringArray(s.Flag, nil, usage+" (default "+s.get(&def)+")")
-			continue
+		fs.Var(v, s.Flag, usage)
+		if d := s.get(&def); d != "" || s.Key == "metricsAddr" {
+			fs.Lookup(s.Flag).DefValue = d
 		}
-		f.values[s.Key] = fs.String(s.Flag, s.get(&def), usage)
+		if s.List {
+			fs.Lookup(s.Flag).Usage += "; repeatable"
+		}
+		f.values[s.Key] = v
 	}
+	return f
+}
+
+// AddFileFlags adds only --config and --registries-config to fs, for commands that
+// read the operator's configuration but take their other settings from the
+// environment (preview, resolve).
+func AddFileFlags(fs *pflag.FlagSet) *Flags {
+	f := &Flags{fs: fs, values: map[string]*settingFlag{}}
 	f.config = fs.String("config", "", "YAML configuration file (env "+ConfigEnv+"); flags and env override it")
 	f.registries = fs.String("registries-config", "", "registries configuration file (env "+RegistriesConfigEnv+"), instead of registries: in --config")
 	return f
 }
 
-// Load builds the configuration: defaults, then the file (--config, else
-// $IMAGE_RESOLVER_CONFIG), then the environment, then the flags given on the command
-// line; then it validates it.
+// settingFlag is the pflag.Value of one Setting: Set checks the value against the
+// setting's own parser at parse time and keeps it to apply later, in precedence.
+type settingFlag struct {
+	s      Setting
+	values []string
+}
+
+func (v *settingFlag) String() string { return strings.Join(v.values, ",") }
+func (v *settingFlag) Type() string   { return v.s.Type }
+
+func (v *settingFlag) Set(val string) error {
+	var scratch Config
+	if err := v.s.set(&scratch, val); err != nil {
+		return err
+	}
+	if v.s.List {
+		v.values = append(v.values, val)
+	} else {
+		v.values = []string{val}
+	}
+	return nil
+}
+
+// Load builds the configuration from its sources, in increasing precedence:
+// defaults, the file (--config, else $IMAGE_RESOLVER_CONFIG), the registries file
+// (--registries-config, else $IMAGE_RESOLVER_REGISTRIES_CONFIG; an error if the
+// file already has registries:), the environment, then the flags given on the
+// command line; then it validates it. A nil Flags reads no flags (generate).
 func (f *Flags) Load(lookup func(string) (string, bool)) (Config, error) {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
 	c := DefaultConfig()
-	file := *f.config
-	if !f.fs.Changed("config") {
-		file, _ = lookup(ConfigEnv)
+	file, _ := lookup(ConfigEnv)
+	regFile, _ := lookup(RegistriesConfigEnv)
+	regField := RegistriesConfigEnv
+	if f != nil && f.fs.Changed("config") {
+		file = *f.config
+	}
+	if f != nil && f.fs.Changed("registries-config") {
+		regFile, regField = *f.registries, "--registries-config"
 	}
 	if file != "" {
 		if err := c.LoadFile(file); err != nil {
 			return Config{}, err
 		}
-	}
-	regFile, regField := *f.registries, "--registries-config"
-	if !f.fs.Changed("registries-config") {
-		regFile, _ = lookup(RegistriesConfigEnv)
-		regField = RegistriesConfigEnv
 	}
 	if regFile != "" {
 		if len(c.Registries) > 0 {
@@ -263,19 +324,16 @@ func (f *Flags) Load(lookup func(string) (string, bool)) (Config, error) {
 	if err := c.ApplyEnv(lookup); err != nil {
 		return Config{}, err
 	}
-	for _, s := range Settings() {
-		if !f.fs.Changed(s.Flag) {
-			continue
-		}
-		vals := []string{}
-		if s.List {
-			vals = *f.lists[s.Key]
-		} else {
-			vals = append(vals, *f.values[s.Key])
-		}
-		for _, v := range vals {
-			if err := c.Set(s.Key, v, "--"+s.Flag); err != nil {
-				return Config{}, err
+	if f != nil {
+		for _, s := range Settings() {
+			v := f.values[s.Key]
+			if v == nil || !f.fs.Changed(s.Flag) {
+				continue
+			}
+			for _, val := range v.values {
+				if err := c.Set(s.Key, val, "--"+s.Flag); err != nil {
+					return Config{}, err
+				}
 			}
 		}
 	}
@@ -283,4 +341,12 @@ func (f *Flags) Load(lookup func(string) (string, bool)) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// Load reads the configuration with no flags: defaults, the file named by
+// $IMAGE_RESOLVER_CONFIG, the registries file named by
+// $IMAGE_RESOLVER_REGISTRIES_CONFIG, then the environment (generate).
+func Load(lookup func(string) (string, bool)) (Config, error) {
+	var f *Flags
+	return f.Load(lookup)
 }

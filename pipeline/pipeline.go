@@ -1,4 +1,8 @@
-package main
+// Package pipeline is the render of one Argo CD app: policy -> render -> resolve ->
+// rewrite -> annotations -> output. generate, preview and the daemon's
+// /v1/generate call it alike; how images are resolved (the daemon, or directly)
+// comes in as a resolve.Batch, and the operator's settings as a Settings value.
+package pipeline
 
 import (
 	"bytes"
@@ -23,28 +27,54 @@ const (
 	annotationStale    = "argocd-image-resolver/stale"
 )
 
-// substitution is one image field and what it resolved to.
-type substitution struct {
-	use    render.ImageUse
-	policy *plugin.ImagePolicy
-	req    resolve.Request
-	reqIdx int // index of req in the batch (identical requests are sent once)
-	answer resolve.Answer
-	newRef string
+// Settings are the operator's, the same for every app: built once from the
+// configuration (config.Config) by the command that runs the pipeline.
+type Settings struct {
+	// ExtraImagePaths are image fields of custom resources.
+	ExtraImagePaths []render.ExtraPath
+	// DefaultPlatforms are required of an image whose policy and workload name none.
+	DefaultPlatforms []resolve.Platform
 }
 
-// renderReport is what a render did, for preview and stderr.
-type renderReport struct {
-	kind  render.SourceKind
-	subs  []*substitution
-	stale []string
-	notes []string // warnings for stderr
+// Pipeline renders apps with one way of resolving and one set of settings.
+type Pipeline struct {
+	batch    resolve.Batch
+	settings Settings
 }
 
-// renderApp runs the whole CMP render: policy, source, image fields, resolution
-// through batch, rewrite, output. The manifests are returned only if every image
-// named by a policy resolved: a partial render is never printed.
-func renderApp(ctx context.Context, dir string, env *plugin.Env, batch resolve.Batch) ([]byte, *renderReport, error) {
+// New returns a Pipeline resolving through batch.
+func New(batch resolve.Batch, settings Settings) *Pipeline {
+	return &Pipeline{batch: batch, settings: settings}
+}
+
+// Substitution is one image field and what it resolved to.
+type Substitution struct {
+	Use     render.ImageUse
+	Policy  *plugin.ImagePolicy
+	Request resolve.Request
+	Answer  resolve.Answer
+	// NewRef is the reference written into the field: the image as the manifest
+	// spelled it, with the resolved tag (and digest when pinned).
+	NewRef string
+
+	reqIdx int // index of Request in the batch (identical requests are sent once)
+}
+
+// Report is what a render did, for preview and stderr.
+type Report struct {
+	Kind          render.SourceKind
+	Substitutions []*Substitution
+	// Stale lists "alias: entry" for every answer served past its TTL.
+	Stale []string
+	// Notes are warnings for stderr.
+	Notes []string
+}
+
+// Render runs the whole CMP render of the app in dir: policy, source, image fields,
+// resolution, rewrite, output. The manifests are returned only if every image named
+// by a policy resolved: a partial render is never printed. The report is returned
+// whenever the render got as far as reading the policy, also with an error.
+func (p *Pipeline) Render(ctx context.Context, dir string, env *plugin.Env) ([]byte, *Report, error) {
 	pol, err := plugin.LoadPolicy(dir, env.Parameters)
 	if err != nil {
 		return nil, nil, err
@@ -62,19 +92,12 @@ func renderApp(ctx context.Context, dir string, env *plugin.Env, batch resolve.B
 	if err != nil {
 		return nil, nil, err
 	}
-	extra, err := parseExtraPaths(os.Getenv(extraImagePathsEnv))
+	uses, err := render.FindImages(rendered.Objects, p.settings.ExtraImagePaths...)
 	if err != nil {
 		return nil, nil, err
 	}
-	uses, err := render.FindImages(rendered.Objects, extra...)
-	if err != nil {
-		return nil, nil, err
-	}
-	report := &renderReport{kind: rendered.Kind, notes: pol.Warnings}
-	defaults, err := resolve.ParsePlatforms(env.DefaultPlatforms...)
-	if err != nil {
-		return nil, nil, resolve.WithField(err, "IMAGE_RESOLVER_DEFAULT_PLATFORMS")
-	}
+	report := &Report{Kind: rendered.Kind, Notes: pol.Warnings}
+	defaults := p.settings.DefaultPlatforms
 
 	var reqs []resolve.Request
 	index := map[string]int{} // request key -> index in reqs
@@ -100,15 +123,15 @@ func renderApp(ctx context.Context, dir string, env *plugin.Env, batch resolve.B
 			index[key] = i
 			reqs = append(reqs, req)
 		}
-		report.subs = append(report.subs, &substitution{use: u, policy: ip, req: req, reqIdx: i})
+		report.Substitutions = append(report.Substitutions, &Substitution{Use: u, Policy: ip, Request: req, reqIdx: i})
 	}
-	if unused := unusedAliases(pol, report.subs); len(unused) > 0 {
-		report.notes = append(report.notes, fmt.Sprintf("no image field uses the repository of %s", strings.Join(unused, ", ")))
+	if unused := unusedAliases(pol, report.Substitutions); len(unused) > 0 {
+		report.Notes = append(report.Notes, fmt.Sprintf("no image field uses the repository of %s", strings.Join(unused, ", ")))
 	}
 
 	var answers []resolve.Answer
 	if len(reqs) > 0 {
-		if answers, err = batch.ResolveBatch(ctx, env.AppName, reqs); err != nil {
+		if answers, err = p.batch.ResolveBatch(ctx, env.AppName, reqs); err != nil {
 			return nil, report, err
 		}
 	}
@@ -119,21 +142,24 @@ func renderApp(ctx context.Context, dir string, env *plugin.Env, batch resolve.B
 		objects []string
 	}
 	var failures []*failure
-	for _, s := range report.subs {
-		s.answer = answers[s.reqIdx]
-		if err := s.answer.Err(); err != nil {
-			i := slices.IndexFunc(failures, func(f *failure) bool { return f.alias == s.policy.Alias && f.err.Error() == err.Error() })
+	if len(answers) != len(reqs) {
+		return nil, report, fmt.Errorf("resolve %d images: got %d answers", len(reqs), len(answers))
+	}
+	for _, s := range report.Substitutions {
+		s.Answer = answers[s.reqIdx]
+		if err := s.Answer.Err(); err != nil {
+			i := slices.IndexFunc(failures, func(f *failure) bool { return f.alias == s.Policy.Alias && f.err.Error() == err.Error() })
 			if i < 0 {
-				failures = append(failures, &failure{alias: s.policy.Alias, err: err})
+				failures = append(failures, &failure{alias: s.Policy.Alias, err: err})
 				i = len(failures) - 1
 			}
-			failures[i].objects = appendUnique(failures[i].objects, s.use.Object.String())
+			failures[i].objects = appendUnique(failures[i].objects, s.Use.Object.String())
 			continue
 		}
-		res := s.answer.Result
-		s.newRef = s.use.Image.Written + strings.TrimPrefix(res.Reference, res.Image)
+		res := s.Answer.Result
+		s.NewRef = res.ReferenceFor(s.Use.Image.Written)
 		for _, st := range res.Stale {
-			report.stale = appendUnique(report.stale, fmt.Sprintf("%s: %s", s.policy.Alias, st))
+			report.Stale = appendUnique(report.Stale, fmt.Sprintf("%s: %s", s.Policy.Alias, st))
 		}
 	}
 	if len(failures) > 0 {
@@ -143,7 +169,7 @@ func renderApp(ctx context.Context, dir string, env *plugin.Env, batch resolve.B
 		}
 		return nil, report, errors.Join(errs...)
 	}
-	if err := rewrite(report.subs); err != nil {
+	if err := rewrite(report.Substitutions); err != nil {
 		return nil, report, err
 	}
 	var out bytes.Buffer
@@ -154,32 +180,32 @@ func renderApp(ctx context.Context, dir string, env *plugin.Env, batch resolve.B
 }
 
 // rewrite sets the new references and annotates each rewritten object.
-func rewrite(subs []*substitution) error {
+func rewrite(subs []*Substitution) error {
 	type notes struct{ resolved, skipped, stale []string }
 	byObj := map[any]*notes{}
-	var order []*substitution
+	var order []*Substitution
 	for _, s := range subs {
-		if err := render.SetImage(s.use, s.newRef); err != nil {
+		if err := render.SetImage(s.Use, s.NewRef); err != nil {
 			return err
 		}
-		obj := s.use.ObjectNode()
+		obj := s.Use.ObjectNode()
 		n, ok := byObj[obj]
 		if !ok {
 			n = &notes{}
 			byObj[obj] = n
 			order = append(order, s)
 		}
-		res := s.answer.Result
-		n.resolved = appendUnique(n.resolved, fmt.Sprintf("%s=%s (%s)", s.policy.Alias, s.newRef, describe(s.req, res)))
+		res := s.Answer.Result
+		n.resolved = appendUnique(n.resolved, fmt.Sprintf("%s=%s (%s)", s.Policy.Alias, s.NewRef, Describe(s.Request, res)))
 		for _, sk := range res.Skipped {
-			n.skipped = appendUnique(n.skipped, fmt.Sprintf("%s=%s:%s: %s", s.policy.Alias, s.use.Image.Written, sk.Tag, sk.Reason))
+			n.skipped = appendUnique(n.skipped, fmt.Sprintf("%s=%s:%s: %s", s.Policy.Alias, s.Use.Image.Written, sk.Tag, sk.Reason))
 		}
 		if len(res.Stale) > 0 {
-			n.stale = appendUnique(n.stale, s.policy.Alias)
+			n.stale = appendUnique(n.stale, s.Policy.Alias)
 		}
 	}
 	for _, s := range order {
-		obj := s.use.ObjectNode()
+		obj := s.Use.ObjectNode()
 		n := byObj[obj]
 		set := map[string][]string{annotationResolved: n.resolved, annotationSkipped: n.skipped, annotationStale: n.stale}
 		for _, key := range []string{annotationResolved, annotationSkipped, annotationStale} {
@@ -187,15 +213,15 @@ func rewrite(subs []*substitution) error {
 				continue
 			}
 			if err := render.Annotate(obj, key, strings.Join(set[key], "; ")); err != nil {
-				return fmt.Errorf("annotate %s: %w", s.use.Object, err)
+				return fmt.Errorf("annotate %s: %w", s.Use.Object, err)
 			}
 		}
 	}
 	return nil
 }
 
-// describe says briefly why a result was chosen: strategy, constraint, platforms.
-func describe(req resolve.Request, res *resolve.Result) string {
+// Describe says briefly why a result was chosen: strategy, constraint, platforms.
+func Describe(req resolve.Request, res *resolve.Result) string {
 	parts := []string{string(res.Strategy)}
 	if c := req.Policy.Constraint; c != "" {
 		parts[0] += " " + c
@@ -206,10 +232,10 @@ func describe(req resolve.Request, res *resolve.Result) string {
 	return strings.Join(parts, "; ")
 }
 
-func unusedAliases(pol *plugin.AppPolicy, subs []*substitution) []string {
+func unusedAliases(pol *plugin.AppPolicy, subs []*Substitution) []string {
 	var unused []string
 	for _, ip := range pol.Images {
-		if !slices.ContainsFunc(subs, func(s *substitution) bool { return s.policy.Alias == ip.Alias }) {
+		if !slices.ContainsFunc(subs, func(s *Substitution) bool { return s.Policy.Alias == ip.Alias }) {
 			unused = append(unused, ip.Alias)
 		}
 	}
@@ -235,32 +261,4 @@ func repoRoot(appDir, sourcePath string) string {
 		return strings.TrimSuffix(appDir, string(os.PathSeparator)+clean)
 	}
 	return appDir
-}
-
-// extraImagePathsEnv names the operator's image fields of custom resources, set on
-// the sidecar: Kind[.group]:path entries separated by ";", e.g.
-// "Workflow.argoproj.io:spec.templates[].container.image;Memcached.cache.example.com:spec.image".
-const extraImagePathsEnv = "IMAGE_RESOLVER_EXTRA_IMAGE_PATHS"
-
-// parseExtraPaths parses extraImagePathsEnv's value.
-func parseExtraPaths(v string) ([]render.ExtraPath, error) {
-	const accepted = `Kind[.group]:path entries separated by ";", e.g. Workflow.argoproj.io:spec.templates[].container.image`
-	var out []render.ExtraPath
-	for _, item := range strings.Split(v, ";") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		kindGroup, path, ok := strings.Cut(item, ":")
-		kind, group, _ := strings.Cut(kindGroup, ".")
-		if !ok || kind == "" || path == "" {
-			return nil, &resolve.InputError{Field: extraImagePathsEnv, Value: item, Accepted: accepted}
-		}
-		p := render.ExtraPath{Group: group, Kind: kind, Path: path}
-		if err := p.Validate(); err != nil {
-			return nil, &resolve.InputError{Field: extraImagePathsEnv, Value: item, Accepted: accepted, Err: err}
-		}
-		out = append(out, p)
-	}
-	return out, nil
 }

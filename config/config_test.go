@@ -1,4 +1,4 @@
-package cache
+package config
 
 import (
 	"os"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/spf13/pflag"
 )
 
@@ -24,7 +25,7 @@ func load(t *testing.T, args []string, env map[string]string) (Config, error) {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	f := AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
+		return Config{}, err // typed flags are checked as they are parsed
 	}
 	return f.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 }
@@ -148,7 +149,7 @@ func TestValidateCatchesConfigBuiltInCode(t *testing.T) {
 		t.Errorf("zero head TTL: %v", err)
 	}
 	c = DefaultConfig()
-	c.RateLimits = append(c.RateLimits, RateLimit{Registry: "*", RPS: 1, Burst: 1})
+	c.RateLimits = append(c.RateLimits, cache.RateLimit{Registry: "*", RPS: 1, Burst: 1})
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "each registry once") {
 		t.Errorf("duplicate rate limit: %v", err)
 	}
@@ -192,5 +193,76 @@ registries:
 	}
 	if want := "*=100:200 ghcr.io=9:9 ghcr.io/org=0.5:1 docker.io=2:2"; strings.Join(got, " ") != want {
 		t.Errorf("effective limits %q, want %q (rateLimits win over a registries entry's rateLimit)", strings.Join(got, " "), want)
+	}
+}
+
+func TestRenderSettings(t *testing.T) {
+	file := writeFile(t, "config.yaml", `defaultPlatforms: [linux/amd64, linux/arm64]
+extraImagePaths:
+  - Workflow.argoproj.io:spec.templates[].container.image
+  - ConfigMap:data.image
+`)
+	c, err := load(t, nil, map[string]string{ConfigEnv: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Get("defaultPlatforms"); got != "linux/amd64,linux/arm64" {
+		t.Errorf("file defaultPlatforms = %q", got)
+	}
+	if got := c.Get("extraImagePaths"); got != "Workflow.argoproj.io:spec.templates[].container.image;ConfigMap:data.image" {
+		t.Errorf("file extraImagePaths = %q", got)
+	}
+	// The environment replaces the file's list, the flag the environment's.
+	c, err = load(t, []string{"--default-platforms", "linux/s390x"}, map[string]string{ConfigEnv: file,
+		DefaultPlatformsEnv: "linux/arm/v7", ExtraImagePathsEnv: "MyApp.example.com:spec.image"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Get("defaultPlatforms"); got != "linux/s390x" {
+		t.Errorf("flag defaultPlatforms = %q", got)
+	}
+	if len(c.ExtraImagePaths) != 1 || c.ExtraImagePaths[0].Kind != "MyApp" || c.ExtraImagePaths[0].Group != "example.com" {
+		t.Errorf("env extraImagePaths = %+v", c.ExtraImagePaths)
+	}
+	// Load without flags (generate) reads the same file and environment.
+	c, err = Load(func(k string) (string, bool) { v, ok := map[string]string{ConfigEnv: file}[k]; return v, ok })
+	if err != nil || len(c.DefaultPlatforms) != 2 || len(c.ExtraImagePaths) != 2 {
+		t.Errorf("Load: %+v, %v", c, err)
+	}
+
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"bad platform", map[string]string{DefaultPlatformsEnv: "linux/amd64,arm64"}, []string{DefaultPlatformsEnv, `"arm64"`, "os/arch"}},
+		{"bad path", map[string]string{ExtraImagePathsEnv: "MyApp.example.com"}, []string{ExtraImagePathsEnv, `"MyApp.example.com"`, "Kind[.group]:path"}},
+		{"bad file list", map[string]string{ConfigEnv: writeFile(t, "c.yaml", "defaultPlatforms: {linux: amd64}\n")}, []string{"defaultPlatforms", "list of strings"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, nil, tt.env)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestFlagsAreTyped(t *testing.T) {
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	AddFlags(fs)
+	for flag, typ := range map[string]string{"tag-ttl": "duration", "manifest-cache-size": "bytes", "registry-concurrency": "int",
+		"refresh-ahead": "fraction", "default-platforms": "platforms"} {
+		if got := fs.Lookup(flag).Value.Type(); got != typ {
+			t.Errorf("--%s is of type %q, want %q", flag, got, typ)
+		}
+	}
+	if got := fs.Lookup("tag-ttl").DefValue; got != "2m" {
+		t.Errorf("--tag-ttl default %q", got)
 	}
 }

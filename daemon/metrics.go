@@ -1,0 +1,35 @@
+package daemon
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+)
+
+// Metrics are the daemon's own metrics, registered beside the registry view's
+// (cache.Metrics) in its registry, so /metrics serves both.
+type Metrics struct {
+	*cache.Metrics
+
+	Resolutions *prometheus.HistogramVec // strategy, result
+	Batches     *prometheus.HistogramVec // result
+}
+
+// NewMetrics adds the daemon's metrics to m's registry (a new cache.Metrics when
+// m is nil).
+func NewMetrics(m *cache.Metrics) *Metrics {
+	if m == nil {
+		m = cache.NewMetrics()
+	}
+	latency := []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+	h := func(name, help string, labels ...string) *prometheus.HistogramVec {
+		v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: cache.Namespace, Name: name, Help: help, Buckets: latency}, labels)
+		m.Registry.MustRegister(v)
+		return v
+	}
+	return &Metrics{
+		Metrics:     m,
+		Resolutions: h("resolution_duration_seconds", "Time to resolve one image, by strategy and result (ok, no-tag, input, registry, internal).", "strategy", "result"),
+		Batches:     h("batch_duration_seconds", "Time to answer one batch on the socket API, by result (ok, error).", "result"),
+	}
+}
