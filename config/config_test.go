@@ -212,6 +212,11 @@ extraImagePaths:
 	if got := c.Get("extraImagePaths"); got != "Workflow.argoproj.io:spec.templates[].container.image;ConfigMap:data.image" {
 		t.Errorf("file extraImagePaths = %q", got)
 	}
+	// Platforms are normalised, sorted and de-duplicated.
+	c, err = load(t, nil, map[string]string{DefaultPlatformsEnv: "linux/arm64/v8, linux/amd64,linux/amd64"})
+	if err != nil || c.Get("defaultPlatforms") != "linux/amd64,linux/arm64" {
+		t.Errorf("env defaultPlatforms = %q, %v", c.Get("defaultPlatforms"), err)
+	}
 	// The environment replaces the file's list, the flag the environment's.
 	c, err = load(t, []string{"--default-platforms", "linux/s390x"}, map[string]string{ConfigEnv: file,
 		DefaultPlatformsEnv: "linux/arm/v7", ExtraImagePathsEnv: "MyApp.example.com:spec.image"})

@@ -13,8 +13,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-
-	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
 // Environment variable names set by Argo CD for a CMP command (checked against
@@ -33,7 +31,6 @@ const (
 	EnvAppProjectName       = "ARGOCD_APP_PROJECT_NAME"
 	EnvAppParameters        = "ARGOCD_APP_PARAMETERS"
 	EnvVarPrefix            = "ARGOCD_ENV_"
-	EnvDefaultPlatforms     = "IMAGE_RESOLVER_DEFAULT_PLATFORMS"
 	StreamedRevision        = "streamed"
 	parametersAcceptedShape = `a JSON array of {"name": NAME, and exactly one of "string": "...", "array": ["..."], "map": {"k": "v"}} with unique names, or null`
 )
@@ -72,10 +69,6 @@ type Env struct {
 	// --local --server-side-generate): the revision is "streamed", not a commit, so
 	// nothing may be keyed on it (pins, refresh bookkeeping).
 	Streamed bool
-	// DefaultPlatforms is the operator's default (IMAGE_RESOLVER_DEFAULT_PLATFORMS on the
-	// sidecar, comma-separated os/arch[/variant]), normalised, sorted, de-duplicated.
-	// It applies when neither the policy nor the workload names platforms.
-	DefaultPlatforms []string
 }
 
 // EnvFrom reads the CMP environment through lookup (os.LookupEnv in main).
@@ -149,13 +142,6 @@ func envFrom(lookup func(string) (string, bool), varNames []string) (*Env, error
 			return nil, err
 		}
 		e.Parameters = ps
-	}
-	if raw := get(EnvDefaultPlatforms); strings.TrimSpace(raw) != "" {
-		ps, err := resolve.ParsePlatforms(raw)
-		if err != nil {
-			return nil, resolve.WithField(err, "environment variable "+EnvDefaultPlatforms)
-		}
-		e.DefaultPlatforms = resolve.PlatformStrings(ps)
 	}
 	return e, nil
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
@@ -187,10 +187,10 @@ func TestThinGenerate(t *testing.T) {
 	}
 }
 
-// The thin generate binary cannot import cache (it links no registry code), so it
+// The thin generate binary cannot import config (it links no registry code), so it
 // keeps its own copy of where the daemon listens: they must agree.
 func TestDelegateFindsTheDaemonWhereItListens(t *testing.T) {
-	if delegate.SocketEnv != cache.SocketEnv || delegate.DefaultSocket != cache.DefaultSocket {
-		t.Errorf("delegate socket %s=%s, daemon %s=%s", delegate.SocketEnv, delegate.DefaultSocket, cache.SocketEnv, cache.DefaultSocket)
+	if delegate.SocketEnv != config.SocketEnv || delegate.DefaultSocket != config.DefaultSocket {
+		t.Errorf("delegate socket %s=%s, daemon %s=%s", delegate.SocketEnv, delegate.DefaultSocket, config.SocketEnv, config.DefaultSocket)
 	}
 }

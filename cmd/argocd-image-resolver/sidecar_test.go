@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
 )
 
 // syncBuffer is a bytes.Buffer safe for a child's output copier and the test.
@@ -47,14 +48,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // sidecarConfig is a daemon configuration on a short socket path and a free port.
-func sidecarConfig(t *testing.T) cache.Config {
+func sidecarConfig(t *testing.T) config.Config {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "cir")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	cfg := cache.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.Socket = filepath.Join(dir, "d.sock")
 	cfg.MetricsAddr = "127.0.0.1:0"
 	return cfg
@@ -65,7 +66,7 @@ type sidecarRun struct {
 	err  error
 }
 
-func startSidecar(t *testing.T, cfg cache.Config, argv ...string) (chan<- os.Signal, *syncBuffer, <-chan sidecarRun) {
+func startSidecar(t *testing.T, cfg config.Config, argv ...string) (chan<- os.Signal, *syncBuffer, <-chan sidecarRun) {
 	t.Helper()
 	sigs := make(chan os.Signal, 4)
 	out := &syncBuffer{}
@@ -98,7 +99,7 @@ func TestSidecarForwardsSignals(t *testing.T) {
 	cfg := sidecarConfig(t)
 	sigs, out, done := startSidecar(t, cfg, "sh", "-c", trapScript)
 	waitFor(t, "the child to see the daemon's socket", func() bool { return strings.Contains(out.String(), "socket ok") })
-	if err := cache.NewClient(cfg.Socket).Health(context.Background()); err != nil {
+	if err := daemon.NewClient(cfg.Socket).Health(context.Background()); err != nil {
 		t.Fatalf("daemon while the child runs: %v", err)
 	}
 	sigs <- syscall.SIGTERM
@@ -151,7 +152,7 @@ func TestSidecarExitsWhenTheChildDies(t *testing.T) {
 func TestSidecarDaemonFailsChildNeverStarts(t *testing.T) {
 	cfg := sidecarConfig(t)
 	// Another daemon holds the socket.
-	d, err := cache.NewDaemon(cfg, cache.WithLogger(slog.New(slog.DiscardHandler)))
+	d, err := daemon.New(cfg, daemon.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,13 +214,13 @@ func TestServeProcess(t *testing.T) {
 	registered(t, "serve")
 	cfg := sidecarConfig(t)
 	cmd := exec.Command(binary, "serve", "--metrics-addr", "127.0.0.1:0", "--log-format", "json")
-	cmd.Env = append(os.Environ(), cache.SocketEnv+"="+cfg.Socket)
+	cmd.Env = append(os.Environ(), config.SocketEnv+"="+cfg.Socket)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	client := cache.NewClient(cfg.Socket)
+	client := daemon.NewClient(cfg.Socket)
 	waitFor(t, "the daemon", func() bool { return client.Health(context.Background()) == nil })
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -230,7 +231,7 @@ func TestServeProcess(t *testing.T) {
 	if !strings.Contains(out.String(), `"msg":"daemon stopped"`) {
 		t.Errorf("no structured log of the stop:\n%s", out)
 	}
-	if _, err := client.ResolveBatch(context.Background(), "app", nil); !errors.Is(err, cache.ErrUnreachable) {
+	if _, err := client.ResolveBatch(context.Background(), "app", nil); !errors.Is(err, daemon.ErrUnreachable) {
 		t.Errorf("after stop: %v", err)
 	}
 

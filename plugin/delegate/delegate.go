@@ -49,13 +49,12 @@ type Response struct {
 var ErrUnavailable = errors.New("daemon unavailable for delegated render")
 
 // RenderEnviron keeps the variables a render reads from environ: Argo CD's
-// (ARGOCD_*, KUBE_*) and the operator's default platforms. The daemon's own
-// environment (credentials among it) is never taken from a request.
+// (ARGOCD_*, KUBE_*). The operator's settings are the daemon's own configuration,
+// read from the same file and environment as generate's, never from a request.
 func RenderEnviron(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
-		if strings.HasPrefix(kv, "ARGOCD_") || strings.HasPrefix(kv, "KUBE_") ||
-			strings.HasPrefix(kv, "IMAGE_RESOLVER_DEFAULT_PLATFORMS=") {
+		if strings.HasPrefix(kv, "ARGOCD_") || strings.HasPrefix(kv, "KUBE_") {
 			out = append(out, kv)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"context"
@@ -14,11 +14,11 @@ import (
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
-// TestConfiguredRemoteCredentials: a registries file naming an env: source; the
+// TestDirectResolverCredentials: a registries file naming an env: source; the
 // right credential resolves, a wrong one is a registry error (exit status 3)
 // whose message names the registry and the source, not the secret; an app outside
-// the entry's apps is refused with exit status 3 too.
-func TestConfiguredRemoteCredentials(t *testing.T) {
+// the entry's apps is refused, a registry error too, before any request.
+func TestDirectResolverCredentials(t *testing.T) {
 	const secret, wrong = "cmd-Secret-pass-3e1", "cmd-Wrong-pass-77a"
 	s := rt.New(t, rt.WithBearerAuth("robot", secret))
 	s.Push(t, "team/app", "1.2.3", rt.Image(time.Unix(0, 0), "linux/amd64"))
@@ -30,11 +30,15 @@ func TestConfiguredRemoteCredentials(t *testing.T) {
 	resolveAs := func(app, pass string) resolve.Answer {
 		t.Helper()
 		t.Setenv("TEST_CMD_CREDS", "robot:"+pass)
-		reg, err := newConfiguredRemote(cfg, resolve.WithRetry(resolve.RetryPolicy{Attempts: 1}))
+		c, err := Load(func(k string) (string, bool) { return map[string]string{RegistriesConfigEnv: cfg}[k], k == RegistriesConfigEnv })
 		if err != nil {
 			t.Fatal(err)
 		}
-		answers, err := resolve.NewResolver(reg).ResolveBatch(context.Background(), app, []resolve.Request{{Image: s.Ref("team/app")}})
+		resolver, err := c.NewDirectResolver(nil, resolve.WithRetry(resolve.RetryPolicy{Attempts: 1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers, err := resolver.ResolveBatch(context.Background(), app, []resolve.Request{{Image: s.Ref("team/app")}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,14 +47,18 @@ func TestConfiguredRemoteCredentials(t *testing.T) {
 	if a := resolveAs("team-web", secret); a.Error != "" || a.Result.Tag != "1.2.3" {
 		t.Fatalf("right credential: %+v", a)
 	}
-	for _, tc := range []struct{ app, pass, want string }{
-		{"team-web", wrong, "credentials env:TEST_CMD_CREDS"},
-		{"other-web", secret, `app "other-web" may not use`},
+	for _, tc := range []struct {
+		app, pass, want string
+		requests        int
+	}{
+		{"team-web", wrong, "credentials env:TEST_CMD_CREDS", -1},
+		{"other-web", secret, `app "other-web" may not use`, 0},
 	} {
+		s.ResetCounts()
 		a := resolveAs(tc.app, tc.pass)
 		err := a.Err()
-		if code := exitCode(err); code != exitRegistry {
-			t.Errorf("%s: exit status %d, want %d: %v", tc.app, code, exitRegistry, err)
+		if tc.requests >= 0 && s.Total() != tc.requests {
+			t.Errorf("%s: %d registry requests, want %d", tc.app, s.Total(), tc.requests)
 		}
 		var re *resolve.RegistryError
 		if !errors.As(err, &re) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), s.Host) {
@@ -60,7 +68,8 @@ func TestConfiguredRemoteCredentials(t *testing.T) {
 			t.Errorf("error leaks the secret: %v", err)
 		}
 	}
-	if _, err := newConfiguredRemote(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
-		t.Errorf("missing registries file: no error")
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	if _, err := Load(func(k string) (string, bool) { return missing, k == RegistriesConfigEnv }); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("missing registries file: %v", err)
 	}
 }
