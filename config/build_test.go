@@ -30,7 +30,9 @@ func TestDirectResolverCredentials(t *testing.T) {
 	resolveAs := func(app, pass string) resolve.Answer {
 		t.Helper()
 		t.Setenv("TEST_CMD_CREDS", "robot:"+pass)
-		c, err := Load(func(k string) (string, bool) { return map[string]string{RegistriesConfigEnv: cfg}[k], k == RegistriesConfigEnv })
+		c, err := Load(func(k string) (string, bool) {
+			return map[string]string{RegistriesConfigEnv: cfg}[k], k == RegistriesConfigEnv
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
