@@ -21,15 +21,25 @@ import (
 // temp dir and waits until it answers.
 func startDaemon(t testing.TB, registriesCfg string, flags ...string) (socket string, stop func()) {
 	t.Helper()
+	return startDaemonEnv(t, nil, append([]string{"--registries-config", registriesCfg}, flags...)...)
+}
+
+// startDaemonEnv runs serve with exactly env (plus PATH, HOME, an empty
+// DOCKER_CONFIG) and flags.
+func startDaemonEnv(t testing.TB, env map[string]string, flags ...string) (socket string, stop func()) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "air")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	socket = filepath.Join(dir, "d.sock")
-	args := append([]string{"serve", "--socket", socket, "--metrics-addr", "127.0.0.1:0", "--registries-config", registriesCfg}, flags...)
+	args := append([]string{"serve", "--socket", socket, "--metrics-addr", "127.0.0.1:0"}, flags...)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "DOCKER_CONFIG=" + t.TempDir()}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
