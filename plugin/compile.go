@@ -1,0 +1,86 @@
+package plugin
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+)
+
+// compile builds the checked policy of one alias from its merged values.
+func (m *merger) compile(alias string, fi *fileImage, merged [numFields]value) *ImagePolicy {
+	if !merged[fImage].set {
+		where := fmt.Sprintf("alias %q", alias)
+		if fi != nil {
+			where = fmt.Sprintf("file %s key images.%s (line %d)", PolicyFileName, fi.key, fi.line)
+		}
+		m.failf("%s: alias %q has no image (accepted: key images.%s.image in %s, or an entry %s=repository[:constraint] in parameter %s)",
+			where, alias, alias, PolicyFileName, alias, ParamImageList)
+		return nil
+	}
+	spec := resolve.PolicySpec{
+		Strategy:   merged[fStrategy].str,
+		Constraint: merged[fConstraint].str,
+		AllowTags:  merged[fAllow].str,
+		IgnoreTags: slices.Clone(merged[fIgnore].list),
+		Platforms:  slices.Clone(merged[fPlatforms].list),
+		PinDigest:  merged[fPinDigest].b,
+	}
+	pol, err := spec.Compile()
+	if err != nil {
+		label := fmt.Sprintf("alias %q", alias)
+		var ie *resolve.InputError
+		if errors.As(err, &ie) {
+			f := fImage
+			switch ie.Policy {
+			case resolve.FieldStrategy:
+				f = fStrategy
+			case resolve.FieldConstraint:
+				f = fConstraint
+			case resolve.FieldAllowTags:
+				f = fAllow
+			case resolve.FieldIgnoreTags:
+				f = fIgnore
+			case resolve.FieldPlatforms:
+				f = fPlatforms
+			}
+			label = fieldLabel(alias, merged, f, fi)
+			if f == fConstraint && merged[fStrategy].set {
+				label += fmt.Sprintf(", with update-strategy %q from %s", merged[fStrategy].str, merged[fStrategy].label())
+			}
+		}
+		m.fail(resolve.WithField(err, label))
+		return nil
+	}
+	ip := &ImagePolicy{
+		Alias:   alias,
+		Repo:    merged[fImage].repo,
+		Written: merged[fImage].str,
+		Spec:    spec,
+		Policy:  pol,
+		Source:  map[string]string{},
+	}
+	for f := range numFields {
+		if merged[f].set {
+			ip.Source[fieldSource[f]] = merged[f].src
+		}
+	}
+	return ip
+}
+
+// fieldLabel names where field f of an alias was given; for a field that was not
+// given (a constraint the strategy needs), where it would go: beside the image.
+func fieldLabel(alias string, merged [numFields]value, f field, fi *fileImage) string {
+	if merged[f].set {
+		if f == fConstraint && merged[f].src == paramSource(ParamImageList) {
+			return fmt.Sprintf("%s (%s constraint)", merged[f].src, alias)
+		}
+		return merged[f].label()
+	}
+	img := merged[fImage]
+	if img.line > 0 && fi != nil {
+		return fmt.Sprintf("file %s key images.%s.constraint", PolicyFileName, fi.key)
+	}
+	return fmt.Sprintf("%s (%s constraint)", img.src, alias)
+}
