@@ -5,7 +5,10 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/argocd-image-resolver ./cmd/argocd-image-resolver-generate
+# docker build --build-arg VERSION=$(git describe --tags --always) --build-arg COMMIT=$(git rev-parse HEAD) .
+ARG VERSION=dev
+ARG COMMIT=unknown
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" -o /out/ ./cmd/argocd-image-resolver ./cmd/argocd-image-resolver-generate
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/argocd-image-resolver /out/argocd-image-resolver-generate /usr/local/bin/

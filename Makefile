@@ -10,8 +10,13 @@ export PATH := $(CACHE)/bin:$(PATH)
 
 all: build
 
+# version and commit stamped into `argocd-image-resolver version`
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
 build:
-	$(GO) build -o $(BIN)/argocd-image-resolver ./cmd/argocd-image-resolver
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/argocd-image-resolver ./cmd/argocd-image-resolver
 	$(GO) build -o $(BIN)/argocd-image-resolver-generate ./cmd/argocd-image-resolver-generate
 
 ## demo: resolve and render the sample apps against an embedded registry (no network, no cluster)

@@ -30,7 +30,8 @@ func TestMain(m *testing.M) {
 	binary = filepath.Join(dir, "argocd-image-resolver")
 	thinBinary = filepath.Join(dir, "argocd-image-resolver-generate")
 	for out, pkg := range map[string]string{binary: ".", thinBinary: "../argocd-image-resolver-generate"} {
-		if log, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+		// Stamped as make build stamps it (TestVersion reads it back).
+		if log, err := exec.Command("go", "build", "-ldflags", "-X main.version="+testVersion+" -X main.commit="+testCommit, "-o", out, pkg).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, log)
 			os.Exit(1)
 		}

@@ -72,8 +72,10 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.Version = buildVersion().Version
+	root.SetVersionTemplate(buildVersion().String() + "\n")
 	root.AddCommand(newResolveCommand(), newGenerateCommand(), newPreviewCommand(), newParametersCommand(),
-		newServeCommand(), newSidecarCommand())
+		newServeCommand(), newSidecarCommand(), newVersionCommand())
 	return root
 }
 
