@@ -10,10 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"time"
 
-	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -22,8 +20,9 @@ import (
 // an answer that is not one. generate falls back to resolving directly on it.
 var ErrUnreachable = errors.New("image resolver daemon unreachable")
 
-// DefaultDialTimeout bounds connecting to the daemon's socket.
-const DefaultDialTimeout = time.Second
+// dialTimeout bounds connecting to the daemon's socket: a daemon that does not
+// accept within it is treated as unreachable, and the render goes on without it.
+const dialTimeout = time.Second
 
 // Client talks to the daemon over its unix socket. It implements resolve.Batch.
 type Client struct {
@@ -33,23 +32,9 @@ type Client struct {
 
 var _ resolve.Batch = (*Client)(nil)
 
-// ClientOption configures a Client.
-type ClientOption func(*clientOptions)
-
-type clientOptions struct{ dialTimeout time.Duration }
-
-// WithDialTimeout bounds connecting to the socket (default 1s).
-func WithDialTimeout(d time.Duration) ClientOption {
-	return func(o *clientOptions) { o.dialTimeout = d }
-}
-
 // NewClient returns a client of the daemon listening on socket.
-func NewClient(socket string, opts ...ClientOption) *Client {
-	o := clientOptions{dialTimeout: DefaultDialTimeout}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	dialer := &net.Dialer{Timeout: o.dialTimeout}
+func NewClient(socket string) *Client {
+	dialer := &net.Dialer{Timeout: dialTimeout}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return dialer.DialContext(ctx, "unix", socket)
@@ -135,13 +120,4 @@ func unwrapURLError(err error) error {
 		return ue.Err
 	}
 	return err
-}
-
-// SocketFromEnv returns the daemon's socket as generate finds it: $IMAGE_RESOLVER_SOCKET,
-// else the default path.
-func SocketFromEnv() string {
-	if v := os.Getenv(config.SocketEnv); v != "" {
-		return v
-	}
-	return config.DefaultSocket
 }

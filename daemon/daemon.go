@@ -51,7 +51,6 @@ type Option func(*options)
 type options struct {
 	log        *slog.Logger
 	remoteOpts []resolve.RemoteOption
-	cacheOpts  []cache.Option
 }
 
 // WithLogger sets the daemon's logger (default: slog.Default()).
@@ -61,12 +60,6 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // (tests: a keychain, a faster retry policy).
 func WithRemoteOptions(opts ...resolve.RemoteOption) Option {
 	return func(o *options) { o.remoteOpts = append(o.remoteOpts, opts...) }
-}
-
-// WithCacheOptions adds options of the cache, after those the Config gives (tests:
-// a clock).
-func WithCacheOptions(opts ...cache.Option) Option {
-	return func(o *options) { o.cacheOpts = append(o.cacheOpts, opts...) }
 }
 
 // New validates cfg and builds the daemon; it does not listen yet. The registry
@@ -88,16 +81,14 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		return nil, err
 	}
 	d.Limiter = limiter
-	cacheOpts := append([]cache.Option{
+	d.Registry = cache.NewRegistry(remote,
 		cache.WithTagTTL(cfg.TagTTL),
 		cache.WithHeadTTL(cfg.HeadTTL),
 		cache.WithStaleIfError(cfg.StaleIfError),
 		cache.WithRefreshAhead(cfg.RefreshAhead),
 		cache.WithCacheSizes(cfg.ManifestCacheSize, cfg.BlobCacheSize),
 		cache.WithFetchTimeout(cfg.FetchTimeout),
-		cache.WithMetrics(d.Metrics.Metrics),
-	}, o.cacheOpts...)
-	d.Registry = cache.NewRegistry(remote, cacheOpts...)
+		cache.WithMetrics(d.Metrics.Metrics))
 	d.Resolver = cfg.NewResolver(d.Registry, resolve.WithObserver(d.Metrics.observeResolution))
 	d.Server = NewServer(d.Resolver, d.Metrics, d.log)
 	return d, nil
@@ -111,9 +102,6 @@ func (d *Daemon) socketHandler() http.Handler {
 	mux.Handle("POST "+delegate.Path, GenerateHandler(pipeline.New(d.Resolver, settings), d.log))
 	return mux
 }
-
-// Config returns the daemon's configuration.
-func (d *Daemon) Config() config.Config { return d.cfg }
 
 // Listen binds the socket and the metrics address, so that a caller learns of a
 // taken address before anything else starts. Run calls it when needed.

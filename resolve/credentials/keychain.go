@@ -52,7 +52,6 @@ type options struct {
 	log        *slog.Logger
 	now        func() time.Time
 	kubeConfig func() (*rest.Config, error)
-	kube       kubernetes.Interface
 	awsConfig  func(ctx context.Context, region string) (aws.Config, error)
 	azure      func() (azcore.TokenCredential, error)
 	google     func(ctx context.Context) (authn.Authenticator, error)
@@ -80,9 +79,6 @@ func WithKubernetesConfig(c *rest.Config) Option {
 	return func(o *options) { o.kubeConfig = func() (*rest.Config, error) { return c, nil } }
 }
 
-// WithKubernetesClient sets the Kubernetes client for pullsecret: and secret:.
-func WithKubernetesClient(c kubernetes.Interface) Option { return func(o *options) { o.kube = c } }
-
 // WithAWSConfig sets how the AWS configuration of a region is loaded for ecr
 // (default: the SDK's default chain: IRSA, EKS pod identity, instance role, env).
 func WithAWSConfig(f func(ctx context.Context, region string) (aws.Config, error)) Option {
@@ -101,9 +97,6 @@ func WithAzureCredential(c azcore.TokenCredential) Option {
 func WithGoogleAuthenticator(f func(ctx context.Context) (authn.Authenticator, error)) Option {
 	return func(o *options) { o.google = f }
 }
-
-// WithHTTPClient sets the HTTP client of the ACR token exchange.
-func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.httpClient = c } }
 
 // New returns the keychain of cfgs (as resolve.ParseRegistries returns them). It
 // reads nothing yet: each credential is fetched when first needed.

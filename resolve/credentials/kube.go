@@ -23,9 +23,6 @@ func cfgWithAgent(cfg *rest.Config) *rest.Config {
 func (k *Keychain) kubeClient() (kubernetes.Interface, error) {
 	k.kubeMu.Lock()
 	defer k.kubeMu.Unlock()
-	if k.o.kube != nil {
-		return k.o.kube, nil
-	}
 	if k.kube != nil {
 		return k.kube, nil
 	}
