@@ -109,7 +109,7 @@ func newEnv(t *testing.T, yaml string, opts ...Option) *env {
 // with newest-build and a platform, so that tags, manifests and configs are read.
 func (e *env) resolve(t *testing.T, app, image string) resolve.Answer {
 	t.Helper()
-	r := resolve.NewResolver(e.remote)
+	r := resolve.NewResolver(e.remote, resolve.WithAuthorizer(resolve.NewRegistryTable(e.cfgs).Authorize))
 	answers, err := r.ResolveBatch(context.Background(), app, []resolve.Request{{Image: image,
 		Policy: resolve.PolicySpec{Strategy: "newest-build", Platforms: []string{"linux/amd64"}}}})
 	if err != nil {
