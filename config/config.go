@@ -181,6 +181,9 @@ rateLimits:            # each entry sets its registry's limit; "*" the others' (
   - {registry: "*", rps: 100, burst: 200}
 registries:            # as in the registries config file
   - {prefix: ghcr.io/org, api: mirror.internal:5000}
+defaultPlatforms: [linux/amd64]        # when neither policy nor workload names platforms (default: none)
+extraImagePaths:                       # image fields of custom resources (default: none)
+  - Workflow.argoproj.io:spec.templates[].container.image
 `
 
 // Settings lists every configuration value with its YAML key, environment variable

@@ -162,12 +162,16 @@ func TestExampleFileParses(t *testing.T) {
 	}
 	d := DefaultConfig()
 	for _, s := range Settings() {
-		if s.Key != "rateLimits" && c.Get(s.Key) != d.Get(s.Key) {
+		examples := s.Key == "rateLimits" || s.Key == "defaultPlatforms" || s.Key == "extraImagePaths" // examples, not defaults
+		if !examples && c.Get(s.Key) != d.Get(s.Key) {
 			t.Errorf("%s: example %s, default %s", s.Key, c.Get(s.Key), d.Get(s.Key))
 		}
 	}
 	if got := c.Get("rateLimits"); got != "*=100:200,docker.io=2:10" {
 		t.Errorf("rate limits %s", got)
+	}
+	if len(c.DefaultPlatforms) != 1 || len(c.ExtraImagePaths) != 1 {
+		t.Errorf("examples: platforms %v, paths %v", c.DefaultPlatforms, c.ExtraImagePaths)
 	}
 	if len(c.Registries) != 1 || c.Validate() != nil {
 		t.Errorf("registries %v, validate %v", c.Registries, c.Validate())
