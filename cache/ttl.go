@@ -1,0 +1,176 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	gocache "github.com/patrickmn/go-cache"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+)
+
+// A TTL layer: entries fresh for a TTL, refreshed ahead of expiry while in use,
+// served stale when the registry fails (within staleIfError), filled once per key
+// at a time.
+
+// ttlLayer is a TTL cache of registry answers with singleflight, refresh-ahead and
+// stale-if-error. go-cache holds the entries until TTL plus the stale bound (its
+// janitor frees them); freshness is decided here, by the Registry's clock.
+type ttlLayer[V any] struct {
+	r    *Registry
+	name string
+	ttl  time.Duration
+	c    *gocache.Cache
+	sf   singleflight.Group
+}
+
+type entry[V any] struct {
+	val        V
+	fetched    time.Time
+	refreshing atomic.Bool // a refresh-ahead was started for this entry
+}
+
+type fetchFunc[V any] func(ctx context.Context, old *entry[V]) (V, error)
+
+func newTTLLayer[V any](r *Registry, name string, ttl time.Duration) *ttlLayer[V] {
+	return &ttlLayer[V]{r: r, name: name, ttl: ttl,
+		c: gocache.New(ttl+r.o.staleFor, r.o.cleanupInterval)}
+}
+
+func (l *ttlLayer[V]) lookup(key string) *entry[V] {
+	if v, ok := l.c.Get(key); ok {
+		return v.(*entry[V])
+	}
+	return nil
+}
+
+func (l *ttlLayer[V]) fresh(e *entry[V], now time.Time) bool {
+	return e != nil && now.Sub(e.fetched) < l.ttl
+}
+
+// get answers key from a fresh entry, else fetches it (once for all concurrent
+// callers), else serves the expired entry if the failure allows it.
+func (l *ttlLayer[V]) get(ctx context.Context, key, repoKey, what string, fetch fetchFunc[V]) (V, error) {
+	var zero V
+	now := l.r.now()
+	if e := l.lookup(key); l.fresh(e, now) {
+		l.r.m.CacheHits.WithLabelValues(l.name).Inc()
+		l.refreshAhead(key, repoKey, e, now, fetch)
+		return e.val, nil
+	}
+	v, err := l.fill(ctx, key, repoKey, fetch)
+	if err == nil {
+		return v, nil
+	}
+	if ctx.Err() != nil {
+		return zero, err
+	}
+	if isNotFound(err) {
+		l.c.Delete(key) // the registry says it is gone: nothing to serve stale
+		return zero, err
+	}
+	cur := l.lookup(key)
+	if cur == nil || !staleable(err) {
+		return zero, err
+	}
+	now = l.r.now()
+	if l.fresh(cur, now) { // another fetch succeeded meanwhile
+		return cur.val, nil
+	}
+	if now.Sub(cur.fetched) >= l.ttl+l.r.o.staleFor {
+		return zero, err
+	}
+	l.r.m.CacheStale.WithLabelValues(l.name).Inc()
+	resolve.ReportStale(ctx, fmt.Sprintf("%s from %s: %s", what, cur.fetched.UTC().Format(time.RFC3339), describeError(err)))
+	return cur.val, nil
+}
+
+// fill fetches key once for every concurrent caller and stores the answer. The
+// fetch does not depend on the caller's context; the caller stops waiting when its
+// context ends.
+func (l *ttlLayer[V]) fill(ctx context.Context, key, repoKey string, fetch fetchFunc[V]) (V, error) {
+	var zero V
+	leader := false
+	ch := l.sf.DoChan(key, func() (any, error) {
+		leader = true
+		old := l.lookup(key)
+		if l.fresh(old, l.r.now()) { // stored by a fetch that ended after we looked
+			return old.val, nil
+		}
+		fctx, cancel := l.r.fetchContext(repoKey)
+		defer cancel()
+		if old != nil && l.r.o.staleFor > 0 {
+			// An expired entry can answer if the registry fails: a render serves it at
+			// once rather than waiting out retries (refresh-ahead still retries).
+			fctx = resolve.WithoutRetries(fctx)
+		}
+		v, err := fetch(fctx, old)
+		if err != nil {
+			return nil, err
+		}
+		l.store(key, v)
+		return v, nil
+	})
+	select {
+	case res := <-ch:
+		if leader {
+			l.r.m.CacheMisses.WithLabelValues(l.name).Inc()
+		} else {
+			l.r.m.Shared.WithLabelValues(l.name).Inc()
+		}
+		if res.Err != nil {
+			return zero, res.Err
+		}
+		return res.Val.(V), nil
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+func (l *ttlLayer[V]) store(key string, v V) {
+	l.c.SetDefault(key, &entry[V]{val: v, fetched: l.r.now()})
+}
+
+// refreshAhead starts a background refresh of an entry read in the last part of its
+// TTL, once per entry: if it fails, the entry is fetched again when it expires.
+func (l *ttlLayer[V]) refreshAhead(key, repoKey string, e *entry[V], now time.Time, fetch fetchFunc[V]) {
+	frac := l.r.o.refreshAhead
+	if frac <= 0 || now.Sub(e.fetched) < time.Duration(float64(l.ttl)*(1-frac)) {
+		return
+	}
+	if !e.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case l.r.bgSem <- struct{}{}:
+	default:
+		e.refreshing.Store(false) // too many in flight: a later read tries again
+		return
+	}
+	l.r.bg.Add(1)
+	go func() {
+		defer l.r.bg.Done()
+		defer func() { <-l.r.bgSem }()
+		_, err, _ := l.sf.Do(key, func() (any, error) {
+			if cur := l.lookup(key); cur != nil && cur.fetched.After(e.fetched) {
+				return cur.val, nil // refreshed already
+			}
+			fctx, cancel := l.r.fetchContext(repoKey)
+			defer cancel()
+			v, err := fetch(fctx, e)
+			if err != nil {
+				return nil, err
+			}
+			l.store(key, v)
+			return v, nil
+		})
+		result := "ok"
+		if err != nil {
+			result = "error"
+		}
+		l.r.m.RefreshAhead.WithLabelValues(l.name, result).Inc()
+	}()
+}
