@@ -220,11 +220,19 @@ func rewrite(subs []*Substitution) error {
 	return nil
 }
 
-// Describe says briefly why a result was chosen: strategy, constraint, platforms.
+// Describe says briefly why a result was chosen: strategy, constraint, the tag
+// filters that narrowed the choice (so that a 1.0.0 chosen under allow-tags does not
+// read as if 1.1.0 did not exist), platforms.
 func Describe(req resolve.Request, res *resolve.Result) string {
 	parts := []string{string(res.Strategy)}
 	if c := req.Policy.Constraint; c != "" {
 		parts[0] += " " + c
+	}
+	if a := strings.TrimSpace(req.Policy.AllowTags); a != "" && a != "any" {
+		parts = append(parts, "allow-tags "+a)
+	}
+	if len(req.Policy.IgnoreTags) > 0 {
+		parts = append(parts, "ignore-tags "+strings.Join(req.Policy.IgnoreTags, ","))
 	}
 	if len(res.Platforms) > 0 {
 		parts = append(parts, "platforms "+strings.Join(res.Platforms, ","))

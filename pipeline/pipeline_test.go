@@ -133,6 +133,15 @@ func TestRender(t *testing.T) {
 			wantRequests: []resolve.Request{{Image: "ghcr.io/org/web", Policy: resolve.PolicySpec{Constraint: "~1"}}},
 		},
 		{
+			name:    "the annotation names the tag filters that narrowed the choice",
+			files:   map[string]string{"app.yaml": strings.Replace(deployment, "{NODESELECTOR}", "{}", 1)},
+			params:  []string{"image-list", "web=ghcr.io/org/web:^1.0", "web.allow-tags", `regexp:^1\.0\.`, "web.ignore-tags", "*-rc*"},
+			batch:   &fakeBatch{answer: resolved("1.0.3", false)},
+			wantOut: []string{`argocd-image-resolver/resolved: 'web=ghcr.io/org/web:1.0.3 (semver ^1.0; allow-tags regexp:^1\.0\.; ignore-tags *-rc*)'`},
+			wantRequests: []resolve.Request{{Image: "ghcr.io/org/web", Policy: resolve.PolicySpec{Constraint: "^1.0", AllowTags: `regexp:^1\.0\.`,
+				IgnoreTags: []string{"*-rc*"}}}},
+		},
+		{
 			name:         "pinned: the reference carries the digest",
 			files:        map[string]string{"app.yaml": strings.Replace(deployment, "{NODESELECTOR}", "{}", 1)},
 			params:       []string{"image-list", "web=ghcr.io/org/web:~1", "web.pin-digest", "true"},

@@ -389,8 +389,8 @@ func testPolicyFromParameters(t *testing.T, lab *Lab) {
 	waitCompared(t, lab, "helm-amd64")
 	dep := get(t, manifests(t, lab, "helm-amd64"), "Deployment/helm-amd64-web")
 	wantImages(t, "argocd app manifests", dep, webRepo+":1.0.0")
-	// The annotation does not mention allow-tags (see e2e/README.md, Findings).
-	wantAnnotation(t, dep, annResolved, "web="+webRepo+":1.0.0 (semver ^1.0; platforms linux/amd64)")
+	// The annotation says allow-tags narrowed the choice (1.1.0 exists for amd64).
+	wantAnnotation(t, dep, annResolved, "web="+webRepo+":1.0.0 (semver ^1.0; allow-tags regexp:^1\\.0\\.; platforms linux/amd64)")
 }
 
 // testErrors: what a user sees when the plugin cannot render: `argocd app create`
@@ -404,7 +404,7 @@ func testErrors(t *testing.T, lab *Lab) {
 		want   string // the plugin's message, in the CLI's error and the ComparisonError
 	}{
 		{"bad-parameter", [][2]string{{"web.update-strategy", "newest"}},
-			`argocd-image-resolver: parameter "web.update-strategy": invalid value "newest" (accepted: semver, newest-build, digest, alphabetical, numeric (old names: latest, name))`},
+			`argocd-image-resolver: parameter "web.update-strategy": invalid value "newest" (accepted: semver (default), newest-build, digest, alphabetical, numeric (old names: latest, name))`},
 		{"no-tag-qualifies", [][2]string{{"image-list", "web=" + webRepo + ":~9.0"}},
 			`argocd-image-resolver: image web (used by Deployment.apps/web): registry.demo.local/demo/web: no tag qualifies: none of 5 tags is a semantic version within "~9.0"`},
 	}
