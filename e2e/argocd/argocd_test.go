@@ -54,7 +54,7 @@ var scenarios = []struct {
 	{"policy-from-parameters", testPolicyFromParameters},
 	{"errors", testErrors},
 	{"registry-down", testRegistryDown},
-	{"daemon-killed", testDaemonKilled},
+	{"daemon-unreachable", testDaemonUnreachable},
 	{"new-tag-refresh", testNewTagRefresh},
 	{"render-latency", testRenderLatency},
 }
@@ -502,12 +502,18 @@ func testRegistryDown(t *testing.T, lab *Lab) {
 }
 
 // testDaemonKilled: the daemon (the sidecar's main process) dies, argocd-cmp-server
-// lives on: generate finds no daemon and resolves directly (the fallback).
-func testDaemonKilled(t *testing.T, lab *Lab) {
+// testDaemonUnreachable: the daemon's socket cannot be reached (moved away while
+// the daemon and the CMP server live on): renders fall back to resolving in-process,
+// with the same configuration, and give the same manifests. (The daemon cannot die
+// alone: it is the sidecar's own process, and the CMP server dies with it.)
+func testDaemonUnreachable(t *testing.T, lab *Lab) {
 	before := len(lab.LogLines("sidecar", "daemon unreachable"))
-	lab.Sidecar().KillLeader()
+	socket := lab.DaemonSocket()
+	if err := os.Rename(socket, socket+".away"); err != nil {
+		t.Fatal(err)
+	}
 	defer func() {
-		if err := lab.RestartSidecar(); err != nil {
+		if err := os.Rename(socket+".away", socket); err != nil {
 			t.Fatal(err)
 		}
 	}()

@@ -711,7 +711,7 @@ func (l *Lab) StartSidecar() error {
 		"IMAGE_RESOLVER_DEFAULT_PLATFORMS=linux/amd64",
 	)
 	p, err := l.start("sidecar", env, "argocd-image-resolver", "sidecar",
-		"--socket", filepath.Join(l.Dir, "cmp", "resolver.sock"),
+		"--socket", l.DaemonSocket(),
 		"--metrics-addr", l.SidecarAddr, "--registries-config", l.registriesConfig(),
 		l.SidecarTTLs[0], l.SidecarTTLs[1], l.SidecarTTLs[2], l.SidecarTTLs[3],
 		"--", filepath.Join(l.ArgoDir, "argocd-cmp-server"), "--config-dir-path", filepath.Join(l.Dir, "cmp", "config"),
@@ -734,6 +734,10 @@ func (l *Lab) StartSidecar() error {
 		return nil
 	})
 }
+
+// DaemonSocket is where the sidecar's daemon listens (IMAGE_RESOLVER_SOCKET of the
+// CMP server it runs).
+func (l *Lab) DaemonSocket() string { return filepath.Join(l.Dir, "cmp", "resolver.sock") }
 
 // Sidecar is the running sidecar process.
 func (l *Lab) Sidecar() *Proc { return l.sidecar }
