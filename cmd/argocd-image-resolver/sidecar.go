@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -17,9 +18,15 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// childStopGrace is how long the CMP server gets to stop after SIGTERM when the
-// daemon died, before SIGKILL.
+// childStopGrace is how long the CMP server gets to exit after the first forwarded
+// signal, or after SIGTERM when the daemon died, before SIGKILL. argocd-cmp-server
+// ignores SIGTERM, so without a bound a pod's stop would take its whole
+// terminationGracePeriodSeconds (30s by default); this leaves the daemon time to stop
+// within it.
 const childStopGrace = 10 * time.Second
+
+// stopGrace is childStopGrace; tests shorten it.
+var stopGrace = childStopGrace
 
 func newSidecarCommand() *cobra.Command {
 	var (
@@ -32,12 +39,15 @@ func newSidecarCommand() *cobra.Command {
 		Long: `Start the daemon (as serve does, with the same flags), then run Argo CD's CMP server
 as a child with ` + config.SocketEnv + ` set to the daemon's socket, so every generate it
 runs finds the daemon. SIGTERM and SIGINT are forwarded to the CMP server; the daemon
-stops after it, so renders in flight keep their cache.
+stops after it, so renders in flight keep their cache. A CMP server still running
+` + childStopGrace.String() + ` after the first forwarded signal (argocd-cmp-server ignores SIGTERM) is
+killed with SIGKILL, which counts as a requested stop. On Linux the CMP server is
+also killed (SIGKILL) if the sidecar itself dies.
 
 Nothing is restarted silently: if the CMP server exits, or the daemon fails, the
 sidecar exits non-zero (the CMP server's status, or 1) and Kubernetes restarts the
-container. After a forwarded signal, a CMP server that exits 0 or of that signal
-makes the sidecar exit 0.
+container. After a forwarded signal, a CMP server that exits 0, of that signal, or
+of the SIGKILL after the grace period makes the sidecar exit 0.
 
 Exit status: 0 after a forwarded signal (above), the CMP server's status when it exits
 by itself, 1 when the daemon fails, 2 bad configuration.
@@ -95,26 +105,58 @@ func runSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, argv [
 	child := exec.Command(argv[0], argv[1:]...)
 	child.Env = append(os.Environ(), config.SocketEnv+"="+cfg.Socket)
 	child.Stdout, child.Stderr = stdout, stderr
-	if err := child.Start(); err != nil {
+	setParentDeathSignal(child)
+	started := make(chan error, 1)
+	childDone := make(chan error, 1)
+	go func() {
+		// The parent-death signal fires when the thread that started the child
+		// exits, not the process (go.dev/issue/27505). Go ends a thread when a
+		// goroutine locked to it returns still locked, which any goroutine that
+		// once ran on this thread could do; locking it here until the child is
+		// reaped keeps it ours, so only the sidecar's death kills the CMP server.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := child.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		childDone <- child.Wait()
+	}()
+	if err := <-started; err != nil {
 		stopDaemon()
 		<-daemonDone
 		return 1, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
 	log.Info("cmp server started", "command", argv[0], "pid", child.Process.Pid, "socket", cfg.Socket)
-	childDone := make(chan error, 1)
-	go func() { childDone <- child.Wait() }()
 
-	var forwarded os.Signal // the first signal forwarded: a requested shutdown
+	var (
+		forwarded os.Signal        // the first signal forwarded: a requested shutdown
+		graceOver <-chan time.Time // set by the first forwarded signal
+		killed    bool             // SIGKILL sent after the grace period
+	)
 	for {
 		select {
 		case sig := <-sigs:
 			if forwarded == nil {
 				forwarded = sig
+				grace := time.NewTimer(stopGrace)
+				defer grace.Stop()
+				graceOver = grace.C
 			}
 			log.Info("forwarding signal to the cmp server", "signal", sig.String(), "pid", child.Process.Pid)
 			if err := child.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 				log.Warn("forwarding signal", "err", err)
 			}
+
+		case <-graceOver:
+			graceOver = nil
+			log.Warn("cmp server killed after the grace period", "signal", forwarded.String(), "grace", stopGrace.String(),
+				"pid", child.Process.Pid)
+			if err := child.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+				log.Warn("killing the cmp server", "err", err)
+			}
+			killed = true
 
 		case <-childDone:
 			state := child.ProcessState
@@ -124,7 +166,7 @@ func runSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, argv [
 			}
 			code, how := exitStatus(state)
 			if forwarded != nil {
-				if code == 0 || diedOf(state, forwarded) {
+				if code == 0 || diedOf(state, forwarded) || (killed && diedOf(state, syscall.SIGKILL)) {
 					log.Info("cmp server stopped", "status", how)
 					return 0, nil
 				}
@@ -141,7 +183,7 @@ func runSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, argv [
 			_ = child.Process.Signal(syscall.SIGTERM)
 			select {
 			case <-childDone:
-			case <-time.After(childStopGrace):
+			case <-time.After(stopGrace):
 				_ = child.Process.Kill()
 				<-childDone
 			}

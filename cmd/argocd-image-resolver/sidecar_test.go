@@ -66,13 +66,15 @@ type sidecarRun struct {
 	err  error
 }
 
+// startSidecar runs runSidecar in the background; the child's output and the
+// sidecar's logs go to the returned buffer.
 func startSidecar(t *testing.T, cfg config.Config, argv ...string) (chan<- os.Signal, *syncBuffer, <-chan sidecarRun) {
 	t.Helper()
 	sigs := make(chan os.Signal, 4)
 	out := &syncBuffer{}
 	done := make(chan sidecarRun, 1)
 	go func() {
-		code, err := runSidecar(context.Background(), cfg, slog.New(slog.DiscardHandler), argv, sigs, out, out)
+		code, err := runSidecar(context.Background(), cfg, slog.New(slog.NewTextHandler(out, nil)), argv, sigs, out, out)
 		done <- sidecarRun{code, err}
 	}()
 	return sigs, out, done
@@ -120,6 +122,38 @@ func TestSidecarChildKilledByForwardedSignalIsACleanStop(t *testing.T) {
 	sigs <- syscall.SIGINT
 	if r := wait(t, done); r.code != 0 {
 		t.Fatalf("sleep killed by the forwarded SIGINT: code %d err %v", r.code, r.err)
+	}
+}
+
+// argocd-cmp-server ignores SIGTERM: after the grace period the sidecar kills it and
+// stops as asked, whichever signal was forwarded, and not before the grace is over.
+func TestSidecarKillsAChildThatIgnoresTheSignalAfterTheGrace(t *testing.T) {
+	const grace = 300 * time.Millisecond
+	defer func(g time.Duration) { stopGrace = g }(stopGrace)
+	stopGrace = grace
+	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cfg := sidecarConfig(t)
+			// The ignored signals are inherited by each sleep too.
+			sigs, out, done := startSidecar(t, cfg, "sh", "-c", `trap "" TERM INT; echo trapped; while :; do sleep 0.05; done`)
+			waitFor(t, "the trap", func() bool { return strings.Contains(out.String(), "trapped") })
+			sent := time.Now()
+			sigs <- sig
+			r := wait(t, done)
+			if r.code != 0 || r.err != nil {
+				t.Fatalf("code %d err %v, want a clean stop; output %q", r.code, r.err, out.String())
+			}
+			if took := time.Since(sent); took < grace {
+				t.Errorf("killed %v after the signal, before the %v grace", took, grace)
+			}
+			if !strings.Contains(out.String(), "cmp server killed after the grace period") ||
+				!strings.Contains(out.String(), "killed by signal 9") {
+				t.Errorf("the kill is not logged: %q", out.String())
+			}
+			if _, err := os.Stat(cfg.Socket); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the daemon did not stop after the kill: %v", err)
+			}
+		})
 	}
 }
 
