@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,6 +105,97 @@ type Limiter struct {
 	mu      sync.Mutex
 	buckets map[string]*rate.Limiter // by prefix, or host under "*"; nil: unlimited
 	hosts   map[string]*hostState
+
+	pings pingPairs
+}
+
+// Request statuses besides HTTP codes (the status label of registry_requests_total).
+const (
+	StatusError = "error" // no HTTP answer: connection, TLS, timeout
+	// StatusHTTPSFallback is a failed https ping that go-containerregistry followed
+	// with a plain-HTTP ping of the same registry (insecure, loopback or private
+	// address): that ping is counted with its own outcome, so a healthy plain-HTTP
+	// registry shows no error.
+	StatusHTTPSFallback = "https-fallback"
+	// StatusCanceled is an attempt its caller stopped waiting for (context
+	// canceled, not a deadline): the losing ping of the https/http race, an
+	// abandoned render. It says nothing about the registry.
+	StatusCanceled = "canceled"
+)
+
+// pingFallbackWait is how long a failed https ping waits for the plain-HTTP ping
+// go-containerregistry starts right after it, before it counts as an error.
+const pingFallbackWait = 5 * time.Second
+
+// pingPairs pairs go-containerregistry's two pings of a registry that may be plain
+// HTTP (transport.ping: https first, http when https fails or is slow; both to the
+// same URL host) so that the failed https attempt is not counted as an error.
+type pingPairs struct {
+	mu      sync.Mutex
+	wait    time.Duration            // pingFallbackWait; tests shorten it
+	httpAt  map[string]time.Time     // by URL host: when its last plain-HTTP ping started
+	pending map[string][]*failedPing // by URL host: failed https pings waiting for it
+}
+
+// failedPing is an https ping that failed; record counts it exactly once.
+type failedPing struct {
+	once   sync.Once
+	record func(status string)
+	status string // StatusError or StatusCanceled, when no http ping follows
+	timer  *time.Timer
+}
+
+func (p *failedPing) resolve(fallback bool) {
+	p.once.Do(func() {
+		if fallback {
+			p.record(StatusHTTPSFallback)
+			return
+		}
+		p.record(p.status)
+	})
+}
+
+// httpStarted notes a plain-HTTP ping of host: the https pings of host that failed
+// and wait for it are fallbacks.
+func (pp *pingPairs) httpStarted(host string) {
+	pp.mu.Lock()
+	if pp.httpAt == nil {
+		pp.httpAt = map[string]time.Time{}
+	}
+	pp.httpAt[host] = time.Now()
+	waiting := pp.pending[host]
+	delete(pp.pending, host)
+	pp.mu.Unlock()
+	for _, p := range waiting {
+		p.timer.Stop()
+		p.resolve(true)
+	}
+}
+
+// httpsFailed counts an https ping of host started at start that failed with
+// status: as a fallback when a plain-HTTP ping of host started since (it raced this
+// one) or starts within the wait, else as status once the wait is over.
+func (pp *pingPairs) httpsFailed(host string, start time.Time, status string, record func(string)) {
+	p := &failedPing{record: record, status: status}
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if at, ok := pp.httpAt[host]; ok && !at.Before(start) {
+		p.resolve(true)
+		return
+	}
+	if pp.pending == nil {
+		pp.pending = map[string][]*failedPing{}
+	}
+	pp.pending[host] = append(pp.pending[host], p)
+	p.timer = time.AfterFunc(cmp.Or(pp.wait, pingFallbackWait), func() {
+		pp.mu.Lock()
+		pp.pending[host] = slices.DeleteFunc(pp.pending[host], func(q *failedPing) bool { return q == p })
+		if len(pp.pending[host]) == 0 {
+			delete(pp.pending, host)
+		}
+		pp.mu.Unlock()
+		p.resolve(false)
+	})
 }
 
 // hostState is what all requests to one registry host share.
@@ -206,6 +298,11 @@ func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	hs := t.l.host(tg.host)
 	start := time.Now()
+	kind := requestKind(req)
+	if kind == "ping" && req.URL.Scheme == "http" {
+		// Before any wait: the failed https ping this one may follow is waiting.
+		t.l.pings.httpStarted(req.URL.Host)
+	}
 	if resp, err := t.l.waitPause(req, hs); resp != nil || err != nil {
 		return resp, err
 	}
@@ -225,11 +322,15 @@ func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	t.l.m.RateLimitWait.WithLabelValues(tg.host).Observe(time.Since(start).Seconds())
 
 	resp, err := t.next.RoundTrip(req)
-	status := "error"
-	if err == nil {
-		status = strconv.Itoa(resp.StatusCode)
+	record := func(status string) { t.l.m.Requests.WithLabelValues(tg.host, kind, req.Method, status).Inc() }
+	switch {
+	case err == nil:
+		record(strconv.Itoa(resp.StatusCode))
+	case kind == "ping" && req.URL.Scheme == "https":
+		t.l.pings.httpsFailed(req.URL.Host, start, failureStatus(ctx), record)
+	default:
+		record(failureStatus(ctx))
 	}
-	t.l.m.Requests.WithLabelValues(tg.host, requestKind(req), req.Method, status).Inc()
 	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
 		if d, ok := resolve.RetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && d > 0 {
 			hs.pause(time.Now().Add(d))
@@ -290,6 +391,14 @@ func throttled(req *http.Request, d time.Duration) *http.Response {
 		ContentLength: int64(len(body)),
 		Request:       req,
 	}
+}
+
+// failureStatus is the status of an attempt that got no HTTP answer.
+func failureStatus(ctx context.Context) string {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return StatusCanceled
+	}
+	return StatusError
 }
 
 // requestKind classifies a registry request for metrics.

@@ -2,7 +2,11 @@ package cache
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -206,3 +210,165 @@ func TestRateLimitByPrefix(t *testing.T) {
 		}
 	}
 }
+
+// requestSeries lists the registry_requests_total series as
+// "registry kind method status" = count.
+func requestSeries(t testing.TB, m *Metrics) map[string]float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 64)
+	go func() { m.Requests.Collect(ch); close(ch) }()
+	series := map[string]float64{}
+	for metric := range ch {
+		var d dto.Metric
+		if err := metric.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		var labels []string
+		for _, lp := range d.GetLabel() {
+			labels = append(labels, lp.GetName()+"="+lp.GetValue())
+		}
+		series[strings.Join(labels, " ")] = d.GetCounter().GetValue()
+	}
+	return series
+}
+
+// A cold resolution against an insecure registry served over plain HTTP: the https
+// ping go-containerregistry tries first fails, then plain HTTP answers. No
+// status="error" series (a "registry errors" alert stays quiet), and the pings
+// counted with an outcome are the pings the registry answered.
+func TestInsecureRegistryPingIsNoError(t *testing.T) {
+	s := rt.New(t)
+	pushTags(t, s, "demo/web", "linux/amd64", "1.0.0", "1.1.0")
+	f := newFixture(t, s, nil, []resolve.RemoteOption{resolve.WithRegistries([]resolve.RegistryConfig{
+		{Prefix: "registry.demo.local", API: s.Host, Insecure: true}})})
+	ans, err := f.resolver.ResolveBatch(context.Background(), "test", []resolve.Request{{Image: "registry.demo.local/demo/web"}})
+	if err != nil || ans[0].Error != "" {
+		t.Fatalf("resolve: %v %s", err, ans[0].Error)
+	}
+	series := requestSeries(t, f.m)
+	for k := range series {
+		if strings.HasSuffix(k, " status="+StatusError) {
+			t.Errorf("error series for a healthy insecure registry: %s; all: %v", k, series)
+		}
+	}
+	ping := "kind=ping method=GET registry=registry.demo.local status="
+	if series[ping+StatusHTTPSFallback] != 1 || series[ping+"200"] != float64(s.Count(rt.Ping)) || s.Count(rt.Ping) == 0 {
+		t.Errorf("pings: %v; registry answered %d", series, s.Count(rt.Ping))
+	}
+}
+
+// The same registry down: the failed https ping is still a fallback, and the
+// plain-HTTP ping that followed is the one error per ping.
+func TestInsecureRegistryDownPingIsOneError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	f := newFixture(t, rt.New(t), nil, []resolve.RemoteOption{resolve.WithRegistries([]resolve.RegistryConfig{
+		{Prefix: "registry.demo.local", API: closed, Insecure: true}})})
+	ans, err := f.resolver.ResolveBatch(context.Background(), "test", []resolve.Request{{Image: "registry.demo.local/demo/web"}})
+	if err != nil || ans[0].Error == "" {
+		t.Fatalf("resolve against a closed port: %v %+v", err, ans[0])
+	}
+	series := requestSeries(t, f.m)
+	ping := "kind=ping method=GET registry=registry.demo.local status="
+	if n := series[ping+StatusError]; n == 0 || series[ping+StatusHTTPSFallback] != n || len(series) != 2 {
+		t.Errorf("pings of a registry down: %v, want as many errors as fallbacks", series)
+	}
+}
+
+// go-containerregistry races the two pings (transport.pingParallel): http starts
+// when https fails, or after 300ms while https is still trying; the loser is
+// canceled. Each ping is counted once, with the outcome that mattered.
+func TestPingFallbackCounting(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		events  []string         // "start SCHEME" or "end SCHEME", in order
+		outcome map[string]error // by scheme; nil: 200; context.Canceled: its context is canceled
+		want    map[string]float64
+	}{
+		{"https fails, http answers",
+			[]string{"start https", "end https", "start http", "end http"},
+			map[string]error{"https": errTLS},
+			map[string]float64{StatusHTTPSFallback: 1, "200": 1}},
+		{"https fails, http fails too",
+			[]string{"start https", "end https", "start http", "end http"},
+			map[string]error{"https": errRefused, "http": errRefused},
+			map[string]float64{StatusHTTPSFallback: 1, StatusError: 1}},
+		{"https slow, http answers first, https canceled",
+			[]string{"start https", "start http", "end http", "end https"},
+			map[string]error{"https": context.Canceled},
+			map[string]float64{"200": 1, StatusHTTPSFallback: 1}},
+		{"https slow and fails after http answered",
+			[]string{"start https", "start http", "end http", "end https"},
+			map[string]error{"https": errRefused},
+			map[string]float64{"200": 1, StatusHTTPSFallback: 1}},
+		{"https answers, http racer canceled",
+			[]string{"start https", "start http", "end https", "end http"},
+			map[string]error{"http": context.Canceled},
+			map[string]float64{"200": 1, StatusCanceled: 1}},
+		{"secure registry: https fails, no http",
+			[]string{"start https", "end https"},
+			map[string]error{"https": errRefused},
+			map[string]float64{StatusError: 1}},
+		{"secure registry: https abandoned by its caller",
+			[]string{"start https", "end https"},
+			map[string]error{"https": context.Canceled},
+			map[string]float64{StatusCanceled: 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			lim := NewLimiter(nil, 0, nil)
+			lim.pings.wait = 50 * time.Millisecond
+			entered := map[string]chan struct{}{"https": make(chan struct{}), "http": make(chan struct{})}
+			release := map[string]chan struct{}{"https": make(chan struct{}), "http": make(chan struct{})}
+			tr := lim.Wrap(roundTripper(func(req *http.Request) (*http.Response, error) {
+				close(entered[req.URL.Scheme])
+				<-release[req.URL.Scheme]
+				if err := tt.outcome[req.URL.Scheme]; err != nil {
+					return nil, err
+				}
+				return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+			}))
+			cancels, done := map[string]context.CancelFunc{}, map[string]chan struct{}{}
+			for _, ev := range tt.events {
+				verb, scheme, _ := strings.Cut(ev, " ")
+				if verb == "start" {
+					ctx, cancel := context.WithCancel(context.Background())
+					defer cancel()
+					cancels[scheme], done[scheme] = cancel, make(chan struct{})
+					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://10.0.0.5:5000/v2/", nil)
+					go func() {
+						defer close(done[scheme])
+						_, _ = tr.RoundTrip(req)
+					}()
+					<-entered[scheme]
+					continue
+				}
+				if tt.outcome[scheme] == context.Canceled {
+					cancels[scheme]()
+				}
+				close(release[scheme])
+				<-done[scheme]
+			}
+			want := map[string]float64{}
+			for st, n := range tt.want {
+				want["kind=ping method=GET registry=10.0.0.5:5000 status="+st] = n
+			}
+			// A failed https ping that no http one follows is counted after the wait.
+			deadline := time.Now().Add(10 * time.Second)
+			for got := requestSeries(t, lim.m); !maps.Equal(got, want); got = requestSeries(t, lim.m) {
+				if time.Now().After(deadline) {
+					t.Fatalf("series %v, want %v", got, want)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+}
+
+var (
+	errTLS     = errors.New(`http: server gave HTTP response to HTTPS client`)
+	errRefused = errors.New("dial tcp 10.0.0.5:5000: connect: connection refused")
+)

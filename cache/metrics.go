@@ -62,7 +62,10 @@ func NewMetrics() *Metrics {
 		Evictions:    f("cache_evictions_total", "Entries evicted from the size-bounded caches.", "layer"),
 		RefreshAhead: f("refresh_ahead_total", "Background refreshes of entries in use before they expire, by result (ok, error).", "layer", "result"),
 		Shared:       f("singleflight_shared_total", "Lookups that joined a registry fetch already in flight instead of starting one.", "layer"),
-		Requests: f("registry_requests_total", "HTTP requests sent to registries, every attempt, by kind (ping, token, tags, manifest, blob, other), method and status (HTTP code, or error).",
+		Requests: f("registry_requests_total", "HTTP requests sent to registries, every attempt, by kind (ping, token, tags, manifest, blob, other), method and status: "+
+			"the HTTP code; error (no answer: connection, TLS, timeout); https-fallback (an https ping that failed and was followed by a plain-HTTP ping "+
+			"of the same registry, counted with its own status, as go-containerregistry does for insecure, loopback and private registries; "+
+			"a failed https ping with no such follower counts as error, up to 5s later); canceled (the caller stopped waiting, e.g. the ping that lost the https/http race).",
 			"registry", "kind", "method", "status"),
 		RateLimitWait: h("ratelimit_wait_seconds", "Time a registry request waited for its registry's rate limit (token bucket and Retry-After pauses).",
 			[]float64{0, .001, .01, .05, .1, .25, .5, 1, 2, 5, 10, 30}, "registry"),
