@@ -89,8 +89,12 @@ func (e *NoTagError) Unwrap() error { return ErrNoTag }
 // RegistryError wraps a failure to read from a registry; the wrapped error carries
 // the registry's own answer (go-containerregistry's *transport.Error).
 type RegistryError struct {
-	Op      string // "list tags", "get manifest", ...
-	Image   string
+	Op    string // "list tags", "get manifest", ...
+	Image string // as the user wrote it (registry.demo.local/demo/web:1.0), not the endpoint
+	// Via is the address the image was read from (a registries entry's api), when
+	// not the registry of Image: the wrapped error names only that address, which
+	// is in no manifest.
+	Via     string
 	Err     error
 	message string
 }
@@ -98,6 +102,9 @@ type RegistryError struct {
 func (e *RegistryError) Error() string {
 	if e.message != "" {
 		return e.message
+	}
+	if e.Via != "" {
+		return fmt.Sprintf("%s of %s (via %s): %v", e.Op, e.Image, e.Via, e.Err)
 	}
 	return fmt.Sprintf("%s of %s: %v", e.Op, e.Image, e.Err)
 }

@@ -312,6 +312,17 @@ type target struct {
 	entry    string // prefix of the matching registry entry, "" for none
 }
 
+// registryError is a failure to read image, of the repository written, from t. It
+// names t's address when that is another registry's: the errors below name only
+// the address, which is in no manifest.
+func (t target) registryError(op string, written name.Repository, image string, err error) *RegistryError {
+	re := &RegistryError{Op: op, Image: image, Err: err}
+	if t.repo.RegistryStr() != written.RegistryStr() {
+		re.Via = t.repo.RegistryStr()
+	}
+	return re
+}
+
 // endpoint maps a repository to where it is read from (its configured API endpoint,
 // plain HTTP when insecure, the default namespace before a one-component name) and
 // the page size to ask for.
@@ -357,7 +368,7 @@ func (r *Remote) ListTags(ctx context.Context, repo name.Repository) ([]string, 
 		err = r.call(ctx, repo, t, 0, list)
 	}
 	if err != nil {
-		return nil, &RegistryError{Op: "list tags", Image: t.repo.String(), Err: err}
+		return nil, t.registryError("list tags", repo, repo.String(), err)
 	}
 	return tags, nil
 }
@@ -378,7 +389,7 @@ func (r *Remote) Head(ctx context.Context, repo name.Repository, tag string) (v1
 		return err
 	})
 	if err != nil {
-		return v1.Descriptor{}, &RegistryError{Op: "head manifest", Image: t.repo.String() + ":" + tag, Err: err}
+		return v1.Descriptor{}, t.registryError("head manifest", repo, repo.Tag(tag).String(), err)
 	}
 	return *d, nil
 }
@@ -389,11 +400,11 @@ func (r *Remote) Manifest(ctx context.Context, repo name.Repository, ref string)
 	if m, ok := r.manMemo.Load(ref); ok {
 		return m.(*Manifest), nil
 	}
-	var nref name.Reference
+	var nref, written name.Reference
 	if h, err := v1.NewHash(ref); err == nil {
-		nref = t.repo.Digest(h.String())
+		nref, written = t.repo.Digest(h.String()), repo.Digest(h.String())
 	} else {
-		nref = t.repo.Tag(ref)
+		nref, written = t.repo.Tag(ref), repo.Tag(ref)
 	}
 	var d *remote.Descriptor
 	err := r.call(ctx, repo, t, t.pageSize, func(ctx context.Context, p *remote.Puller) (err error) {
@@ -401,7 +412,7 @@ func (r *Remote) Manifest(ctx context.Context, repo name.Repository, ref string)
 		return err
 	})
 	if err != nil {
-		return nil, &RegistryError{Op: "get manifest", Image: nref.String(), Err: err}
+		return nil, t.registryError("get manifest", repo, written.String(), err)
 	}
 	m := &Manifest{Digest: d.Digest, MediaType: d.MediaType, Raw: d.Manifest}
 	if !r.o.noMemo {
@@ -423,7 +434,7 @@ func (r *Remote) Blob(ctx context.Context, repo name.Repository, digest v1.Hash)
 		return err
 	})
 	if err != nil {
-		return nil, &RegistryError{Op: "get blob", Image: ref.String(), Err: err}
+		return nil, t.registryError("get blob", repo, repo.Digest(digest.String()).String(), err)
 	}
 	if !r.o.noMemo {
 		r.blobMemo.Store(digest.String(), b)
