@@ -470,12 +470,12 @@ func testRegistryDown(t *testing.T, lab *Lab) {
 		hardRefresh(t, lab, "demo")
 		a := waitApp(t, lab, "demo", "ComparisonError", HasCondition("ComparisonError"))
 		msg := a.Condition("ComparisonError")
-		// The registry is named by the address contacted (registries.yaml's api for
-		// registry.demo.local), once per image.
+		// The image is named as written, with the address contacted (registries.yaml's
+		// api for registry.demo.local), once per image.
 		p := lab.Proxy.Addr
 		for _, want := range []string{
-			`image web (used by Deployment.apps/web): list tags of ` + p + `/demo/web: Get "https://` + p + `/v2/": dial tcp ` + p + `: connect: connection refused; Get "http://` + p + `/v2/": dial tcp ` + p + `: connect: connection refused`,
-			`image batch (used by CronJob.batch/nightly-report): list tags of ` + p + `/demo/batch: `,
+			`image web (used by Deployment.apps/web): list tags of registry.demo.local/demo/web (via ` + p + `): Get "https://` + p + `/v2/": dial tcp ` + p + `: connect: connection refused; Get "http://` + p + `/v2/": dial tcp ` + p + `: connect: connection refused`,
+			`image batch (used by CronJob.batch/nightly-report): list tags of registry.demo.local/demo/batch (via ` + p + `): `,
 		} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("ComparisonError does not say %q:\n%s", want, msg)
