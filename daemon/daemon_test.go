@@ -285,7 +285,9 @@ func TestMetricsMatchTheRegistry(t *testing.T) {
 		t.Errorf("https-fallback pings: %v, want 2", fb)
 	}
 	reqFam.Metric = slices.DeleteFunc(reqFam.Metric, func(m *dto.Metric) bool {
-		return slices.ContainsFunc(m.GetLabel(), func(lp *dto.LabelPair) bool { return lp.GetName() == "status" && lp.GetValue() == cache.StatusHTTPSFallback })
+		return slices.ContainsFunc(m.GetLabel(), func(lp *dto.LabelPair) bool {
+			return lp.GetName() == "status" && lp.GetValue() == cache.StatusHTTPSFallback
+		})
 	})
 	byKind := sumBy(reqFam, "kind", map[string]string{"registry": s.Host})
 	want := map[string]float64{
