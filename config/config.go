@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/argocd-image-resolver/argocd-image-resolver/render"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
@@ -67,7 +69,35 @@ type Config struct {
 	DefaultPlatforms []resolve.Platform
 	// ExtraImagePaths are image fields of custom resources, beside the built-in kinds.
 	ExtraImagePaths []render.ExtraPath
+
+	// Refresh is what the refresh loop does when an app's resolution changes:
+	// RefreshHard (ask Argo CD for a hard refresh) or RefreshOff.
+	Refresh string
+	// RefreshInterval is the least time between two refreshes of one app.
+	RefreshInterval time.Duration
+	// ControlPlaneNamespace is the namespace of Applications whose name Argo CD
+	// passes without a namespace (argocd-server's own).
+	ControlPlaneNamespace string
+	// ForgetAfter is how long an app not rendered again stays tracked.
+	ForgetAfter time.Duration
+	// MaxTrackedApps bounds the apps tracked; the least recently rendered go first.
+	MaxTrackedApps int
 }
+
+// Values of Refresh.
+const (
+	RefreshHard = "hard"
+	RefreshOff  = "off"
+)
+
+// Refresh loop defaults: Argo CD keeps rendered manifests 24h, so an app it has not
+// rendered for 24h+1h has left the cache or is gone.
+const (
+	DefaultRefreshInterval       = 3 * time.Minute
+	DefaultControlPlaneNamespace = "argocd"
+	DefaultForgetAfter           = 25 * time.Hour
+	DefaultMaxTrackedApps        = 10000
+)
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
@@ -83,6 +113,12 @@ func DefaultConfig() Config {
 		RateLimits:          slices.Clone(DefaultRateLimits),
 		RegistryConcurrency: cache.DefaultRegistryConcurrency,
 		FetchTimeout:        cache.DefaultFetchTimeout,
+
+		Refresh:               RefreshHard,
+		RefreshInterval:       DefaultRefreshInterval,
+		ControlPlaneNamespace: DefaultControlPlaneNamespace,
+		ForgetAfter:           DefaultForgetAfter,
+		MaxTrackedApps:        DefaultMaxTrackedApps,
 	}
 }
 
@@ -184,6 +220,11 @@ registries:            # as in the registries config file
 defaultPlatforms: [linux/amd64]        # when neither policy nor workload names platforms (default: none)
 extraImagePaths:                       # image fields of custom resources (default: none)
   - Workflow.argoproj.io:spec.templates[].container.image
+refresh: hard                          # when an app's resolution changes: hard (ask Argo CD to render it again) or off
+refreshInterval: 3m                    # at most one refresh per app in this time
+controlPlaneNamespace: argocd          # namespace of Applications named without one
+forgetAfter: 25h                       # apps not rendered for this long are no longer watched
+maxTrackedApps: 10000                  # apps watched at most (least recently rendered forgotten first)
 `
 
 // Settings lists every configuration value with its YAML key, environment variable
@@ -313,6 +354,43 @@ func Settings() []Setting {
 				}
 				return strings.Join(s, ";")
 			}},
+		{Key: "refresh", Env: "IMAGE_RESOLVER_REFRESH", Flag: "refresh", Type: "mode",
+			Usage: "when an app's resolution changes: hard (ask Argo CD to render it again, through the Kubernetes API) or off",
+			set: func(c *Config, v string) error {
+				switch s := strings.TrimSpace(v); s {
+				case RefreshHard, RefreshOff:
+					c.Refresh = s
+					return nil
+				}
+				return &resolve.InputError{Value: v, Accepted: RefreshHard + " or " + RefreshOff}
+			},
+			get: func(c *Config) string { return c.Refresh }},
+		durationSetting("refreshInterval", "IMAGE_RESOLVER_REFRESH_INTERVAL", "refresh-interval", "least time between two refreshes of one app",
+			func(c *Config) *time.Duration { return &c.RefreshInterval }, time.Second),
+		{Key: "controlPlaneNamespace", Env: "IMAGE_RESOLVER_CONTROL_PLANE_NAMESPACE", Flag: "control-plane-namespace", Type: "namespace",
+			Usage: "namespace of the Applications Argo CD names without one (where argocd-server runs)",
+			set: func(c *Config, v string) error {
+				s := strings.TrimSpace(v)
+				if errs := validation.IsDNS1123Label(s); len(errs) > 0 {
+					return &resolve.InputError{Value: v, Accepted: "a Kubernetes namespace name (lower-case letters, digits and -)"}
+				}
+				c.ControlPlaneNamespace = s
+				return nil
+			},
+			get: func(c *Config) string { return c.ControlPlaneNamespace }},
+		durationSetting("forgetAfter", "IMAGE_RESOLVER_FORGET_AFTER", "forget-after", "time after its last render when an app is no longer watched for changes",
+			func(c *Config) *time.Duration { return &c.ForgetAfter }, time.Second),
+		{Key: "maxTrackedApps", Env: "IMAGE_RESOLVER_MAX_TRACKED_APPS", Flag: "max-tracked-apps", Type: "int",
+			Usage: "apps watched for changes at most; the least recently rendered are forgotten first",
+			set: func(c *Config, v string) error {
+				n, err := strconv.Atoi(strings.TrimSpace(v))
+				if err != nil || n < 1 {
+					return &resolve.InputError{Value: v, Accepted: "a whole number, at least 1"}
+				}
+				c.MaxTrackedApps = n
+				return nil
+			},
+			get: func(c *Config) string { return strconv.Itoa(c.MaxTrackedApps) }},
 	}
 }
 

@@ -69,6 +69,15 @@ func (c *Client) ResolveBatch(ctx context.Context, app string, reqs []resolve.Re
 	return resp.Answers, nil
 }
 
+// Remember sends the daemon a render to watch for its refresh loop.
+func (c *Client) Remember(ctx context.Context, r Render) error {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodPost, PathRenders, body, nil)
+}
+
 // Health asks the daemon whether it is up.
 func (c *Client) Health(ctx context.Context) error {
 	var v map[string]string
@@ -97,6 +106,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 			return ctx.Err()
 		}
 		return fmt.Errorf("%w: %s: reading the answer: %v", ErrUnreachable, c.socket, err)
+	}
+	if resp.StatusCode == http.StatusNoContent && out == nil {
+		return nil
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e errorResponse

@@ -6,6 +6,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,10 @@ type Daemon struct {
 	Registry *cache.Registry
 	Resolver *resolve.Resolver
 	Server   *Server
+	// Tracker and Refresher are the refresh loop; nil when it is off (refresh: off,
+	// or no notifier given).
+	Tracker   *Tracker
+	Refresher *Refresher
 
 	mu        sync.Mutex
 	socketLn  net.Listener
@@ -49,8 +54,25 @@ type Daemon struct {
 type Option func(*options)
 
 type options struct {
-	log        *slog.Logger
-	remoteOpts []resolve.RemoteOption
+	log          *slog.Logger
+	remoteOpts   []resolve.RemoteOption
+	notifier     Notifier
+	refreshEvery time.Duration
+}
+
+// WithNotifier gives the refresh loop the way to ask Argo CD for a render
+// (notify.Kubernetes). Without one, or with refresh: off, the loop does not run.
+func WithNotifier(n Notifier) Option { return func(o *options) { o.notifier = n } }
+
+// WithRefreshEvery sets the time between two passes of the refresh loop (default:
+// a quarter of the tag TTL, between 1s and 30s).
+func WithRefreshEvery(d time.Duration) Option { return func(o *options) { o.refreshEvery = d } }
+
+// refreshEvery is the default time between two passes of the refresh loop: often
+// enough that a tag list is re-read soon after it expires (a pass over fresh
+// entries costs no request).
+func refreshEvery(tagTTL time.Duration) time.Duration {
+	return min(max(tagTTL/4, time.Second), 30*time.Second)
 }
 
 // WithLogger sets the daemon's logger (default: slog.Default()).
@@ -91,6 +113,14 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		cache.WithMetrics(d.Metrics.Metrics))
 	d.Resolver = cfg.NewResolver(d.Registry, resolve.WithObserver(d.Metrics.observeResolution))
 	d.Server = NewServer(d.Resolver, d.Metrics, d.log)
+	if cfg.Refresh == config.RefreshHard && o.notifier != nil {
+		every := o.refreshEvery
+		if every <= 0 {
+			every = refreshEvery(cfg.TagTTL)
+		}
+		d.Tracker = NewTracker(cfg.MaxTrackedApps, cfg.ForgetAfter, cfg.ControlPlaneNamespace, d.Metrics)
+		d.Refresher = NewRefresher(d.Tracker, d.Resolver, o.notifier, cfg.RefreshInterval, every, cfg.FetchTimeout, o.log)
+	}
 	return d, nil
 }
 
@@ -99,7 +129,8 @@ func (d *Daemon) socketHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", d.Server.Handler())
 	settings := pipeline.Settings{ExtraImagePaths: d.cfg.ExtraImagePaths, DefaultPlatforms: d.cfg.DefaultPlatforms}
-	mux.Handle("POST "+delegate.Path, GenerateHandler(pipeline.New(d.Resolver, settings), d.log))
+	mux.Handle("POST "+delegate.Path, GenerateHandler(pipeline.New(d.Resolver, settings), d.Tracker, d.log))
+	mux.HandleFunc("POST "+PathRenders, d.serveRenders)
 	return mux
 }
 
@@ -179,13 +210,22 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for i, srv := range servers {
 		go func() { errc <- srv.Serve(listeners[i]) }()
 	}
+	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
+	loopDone := make(chan struct{})
+	refresh := "off"
+	if d.Refresher != nil {
+		refresh = fmt.Sprintf("hard, at most once per %s per app, a pass every %s", d.cfg.RefreshInterval, d.Refresher.every)
+		go func() { defer close(loopDone); d.Refresher.Run(loopCtx) }()
+	} else {
+		close(loopDone)
+	}
 	d.ready.Store(true)
 	close(d.readyCh)
 	d.log.Info("daemon serving", "socket", d.cfg.Socket, "metrics", d.MetricsAddr(),
 		"tagTTL", d.cfg.TagTTL, "headTTL", d.cfg.HeadTTL, "staleIfError", d.cfg.StaleIfError,
 		"refreshAhead", d.cfg.RefreshAhead, "manifestCacheSize", config.FormatSize(d.cfg.ManifestCacheSize),
 		"blobCacheSize", config.FormatSize(d.cfg.BlobCacheSize), "rateLimits", rateLimitsString(d.cfg.EffectiveRateLimits()),
-		"registryConcurrency", d.cfg.RegistryConcurrency, "registries", len(d.cfg.Registries))
+		"registryConcurrency", d.cfg.RegistryConcurrency, "registries", len(d.cfg.Registries), "refresh", refresh)
 
 	var err error
 	select {
@@ -196,6 +236,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.log.Error("daemon failed", "err", err)
 	}
 	d.ready.Store(false)
+	stopLoop()
+	<-loopDone
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
 	for _, srv := range servers {
@@ -237,4 +279,22 @@ func rateLimitsString(ls []cache.RateLimit) string {
 		s = append(s, l.String())
 	}
 	return strings.Join(s, ",")
+}
+
+// serveRenders remembers the render of a generate that resolved through the daemon
+// (POST /v1/renders with a Render). With the refresh loop off it is accepted and
+// dropped.
+func (d *Daemon) serveRenders(w http.ResponseWriter, r *http.Request) {
+	var rd Render
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBatchBytes)).Decode(&rd); err != nil {
+		writeJSON(w, http.StatusBadRequest, errorResponse{Error: "bad render: " + err.Error()})
+		return
+	}
+	if d.Tracker != nil {
+		if err := d.Tracker.Remember(rd); err != nil {
+			writeJSON(w, http.StatusBadRequest, errorResponse{Error: "bad render: " + err.Error()})
+			return
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
@@ -21,8 +22,9 @@ import (
 
 // GenerateHandler serves POST /v1/generate: the render of
 // argocd-image-resolver-generate, done here with Helm, Kustomize and the registry
-// cache already loaded, answered as generate would have printed it.
-func GenerateHandler(p *pipeline.Pipeline, log *slog.Logger) http.Handler {
+// cache already loaded, answered as generate would have printed it. Renders are
+// remembered by tracker (nil: the refresh loop is off).
+func GenerateHandler(p *pipeline.Pipeline, tracker *Tracker, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req delegate.Request
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
@@ -40,6 +42,11 @@ func GenerateHandler(p *pipeline.Pipeline, log *slog.Logger) http.Handler {
 			var report *pipeline.Report
 			resp.Stdout, report, err = p.Render(r.Context(), req.Dir, env)
 			report.WriteNotes(&stderr)
+			if rd, ok := RenderOf(env, report); ok && tracker != nil {
+				if terr := tracker.Remember(rd); terr != nil {
+					log.Warn("render not tracked for refreshes", "app", env.AppName, "err", terr)
+				}
+			}
 		}
 		if err != nil {
 			msg := OneLine(err)
@@ -75,6 +82,8 @@ type Fallback struct {
 	once     sync.Once
 	resolver resolve.Batch
 	err      error
+
+	viaDaemon atomic.Bool // some batch was answered by the daemon
 }
 
 // NewFallback returns a Fallback over the daemon's client.
@@ -86,6 +95,7 @@ func NewFallback(daemon *Client, direct func() (resolve.Batch, error), stderr io
 func (f *Fallback) ResolveBatch(ctx context.Context, app string, reqs []resolve.Request) ([]resolve.Answer, error) {
 	answers, err := f.daemon.ResolveBatch(ctx, app, reqs)
 	if err == nil || !errors.Is(err, ErrUnreachable) {
+		f.viaDaemon.Store(err == nil)
 		return answers, err
 	}
 	fmt.Fprintf(f.stderr, "argocd-image-resolver: daemon unreachable (%v); resolving directly, without its cache\n", err)
@@ -94,4 +104,14 @@ func (f *Fallback) ResolveBatch(ctx context.Context, app string, reqs []resolve.
 		return nil, f.err
 	}
 	return f.resolver.ResolveBatch(ctx, app, reqs)
+}
+
+// Remember tells the daemon what the render of env produced, when it resolved
+// through the daemon, so that its refresh loop watches the app as it watches
+// delegated renders. Best effort: the render is done, and a daemon that cannot be
+// told learns the app at its next render.
+func (f *Fallback) Remember(ctx context.Context, env *plugin.Env, report *pipeline.Report) {
+	if rd, ok := RenderOf(env, report); ok && f.viaDaemon.Load() {
+		_ = f.daemon.Remember(ctx, rd)
+	}
 }

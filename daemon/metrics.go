@@ -13,6 +13,11 @@ type Metrics struct {
 
 	Resolutions *prometheus.HistogramVec // strategy, result
 	Batches     *prometheus.HistogramVec // result
+
+	// The refresh loop's.
+	Refreshes   *prometheus.CounterVec // outcome
+	TrackedApps prometheus.Gauge
+	Forgotten   *prometheus.CounterVec // reason
 }
 
 // NewMetrics adds the daemon's metrics to m's registry (a new cache.Metrics when
@@ -27,9 +32,19 @@ func NewMetrics(m *cache.Metrics) *Metrics {
 		m.Registry.MustRegister(v)
 		return v
 	}
+	refreshes := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: cache.Namespace, Name: "refreshes_total",
+		Help: "Refreshes of Applications by the refresh loop, by outcome: requested, already-pending (the annotation was set already), skipped-interval (a change held back because the app was refreshed less than an interval ago), failed (retried with backoff), app-gone."}, []string{"outcome"})
+	tracked := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: cache.Namespace, Name: "tracked_apps",
+		Help: "Apps the refresh loop watches (rendered through this daemon, not opted out)."})
+	forgotten := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: cache.Namespace, Name: "tracked_apps_forgotten_total",
+		Help: "Apps the refresh loop stopped watching, by reason: idle (not rendered for forgetAfter), limit (maxTrackedApps reached; least recently rendered first), app-gone, opted-out."}, []string{"reason"})
+	m.Registry.MustRegister(refreshes, tracked, forgotten)
 	return &Metrics{
 		Metrics:     m,
 		Resolutions: h("resolution_duration_seconds", "Time to resolve one image, by strategy and result (ok, no-tag, input, registry, internal).", "strategy", "result"),
 		Batches:     h("batch_duration_seconds", "Time to answer one batch on the socket API, by result (ok, error).", "result"),
+		Refreshes:   refreshes,
+		TrackedApps: tracked,
+		Forgotten:   forgotten,
 	}
 }

@@ -15,6 +15,9 @@ import (
 const (
 	PathResolve = "/v1/resolve"
 	PathHealth  = "/v1/health"
+	// PathRenders takes a Render to remember, from a generate that resolved
+	// through the daemon.
+	PathRenders = "/v1/renders"
 )
 
 // Limits of one batch.

@@ -68,6 +68,9 @@ type Report struct {
 	Stale []string
 	// Notes are warnings for stderr.
 	Notes []string
+	// Refresh is the app's refresh mode (plugin.RefreshHard, or RefreshOff when it
+	// opted out of the daemon's refresh loop).
+	Refresh string
 }
 
 // Render runs the whole CMP render of the app in dir: policy, source, image fields,
@@ -96,7 +99,7 @@ func (p *Pipeline) Render(ctx context.Context, dir string, env *plugin.Env) ([]b
 	if err != nil {
 		return nil, nil, err
 	}
-	report := &Report{Kind: rendered.Kind, Notes: pol.Warnings}
+	report := &Report{Kind: rendered.Kind, Notes: pol.Warnings, Refresh: pol.Refresh}
 	defaults := p.settings.DefaultPlatforms
 
 	var reqs []resolve.Request

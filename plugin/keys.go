@@ -105,7 +105,7 @@ var migrationGlobal = map[string]string{
 }
 
 func globalNames() []string {
-	return []string{ParamImageList, ParamPinMode, ParamValuesFiles, ParamHelmParameters, ParamValues}
+	return []string{ParamImageList, ParamPinMode, ParamRefresh, ParamValuesFiles, ParamHelmParameters, ParamValues}
 }
 
 // acceptedParams describes every accepted parameter name, for unknown-name errors.

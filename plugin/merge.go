@@ -65,7 +65,7 @@ type imageListEntry struct {
 // there is no policy file).
 func buildPolicy(pf *policyFile, params Parameters) (*AppPolicy, error) {
 	m := &merger{}
-	out := &AppPolicy{PinMode: PinOff}
+	out := &AppPolicy{PinMode: PinOff, Refresh: RefreshHard}
 	if pf == nil {
 		pf = &policyFile{images: map[string]*fileImage{}}
 	}
@@ -96,6 +96,18 @@ func buildPolicy(pf *policyFile, params Parameters) (*AppPolicy, error) {
 					m.failf("%s: pin-mode %q is not available yet: pins in git arrive with a later release (accepted: %s)", paramSource(p.Name), v, pinModeAccepted)
 				default:
 					m.fail(&resolve.InputError{Field: paramSource(p.Name), Value: p.String, Accepted: pinModeAccepted})
+				}
+			}
+			continue
+		case ParamRefresh:
+			if m.checkKind(p, refreshAccepted, KindString) {
+				switch v := strings.TrimSpace(p.String); v {
+				case "", RefreshHard:
+					out.Refresh = RefreshHard
+				case RefreshOff:
+					out.Refresh = RefreshOff
+				default:
+					m.fail(&resolve.InputError{Field: paramSource(p.Name), Value: p.String, Accepted: refreshAccepted})
 				}
 			}
 			continue

@@ -173,6 +173,24 @@ func TestLoadPolicyParameters(t *testing.T) {
 			},
 		},
 		{
+			name:   "refresh off opts the app out",
+			params: Parameters{ps("refresh", " off ")},
+			check: func(t *testing.T, pol *AppPolicy) {
+				if pol.Refresh != RefreshOff {
+					t.Errorf("refresh %q, want off", pol.Refresh)
+				}
+			},
+		},
+		{
+			name:   "refresh empty or hard follows the sidecar",
+			params: Parameters{ps("refresh", "")},
+			check: func(t *testing.T, pol *AppPolicy) {
+				if pol.Refresh != RefreshHard {
+					t.Errorf("refresh %q, want hard", pol.Refresh)
+				}
+			},
+		},
+		{
 			name:   "values-files as a comma-separated string",
 			params: Parameters{ps("values-files", "a.yaml, b.yaml")},
 			check: func(t *testing.T, pol *AppPolicy) {
@@ -232,7 +250,7 @@ func TestLoadPolicyParameterErrors(t *testing.T) {
 		lines  int // number of problems reported; 0: do not check
 	}{
 		{name: "unknown parameter", params: Parameters{ps("image-lst", "web=nginx")},
-			want: []string{`parameter "image-lst": unknown parameter; did you mean "image-list"?`, "accepted: image-list, pin-mode, values-files, helm-parameters, values", "<alias>.update-strategy"}},
+			want: []string{`parameter "image-lst": unknown parameter; did you mean "image-list"?`, "accepted: image-list, pin-mode, refresh, values-files, helm-parameters, values", "<alias>.update-strategy"}},
 		{name: "unknown alias", params: Parameters{ps("image-list", "web=nginx, worker=ghcr.io/o/w"), ps("wbe.update-strategy", "semver")},
 			want: []string{`parameter "wbe.update-strategy": unknown alias "wbe"; did you mean "web"?`, "aliases: web, worker", "declare aliases in parameter image-list"}},
 		{name: "alias parameter with no aliases", params: Parameters{ps("web.update-strategy", "semver")},
@@ -255,6 +273,10 @@ func TestLoadPolicyParameterErrors(t *testing.T) {
 			want: []string{`parameter "web.pin-digest": invalid value "yes" (accepted: true or false)`}},
 		{name: "bad pin-mode", params: Parameters{ps("pin-mode", "on")},
 			want: []string{`parameter "pin-mode": invalid value "on" (accepted: off)`}},
+		{name: "bad refresh", params: Parameters{ps("refresh", "soft")},
+			want: []string{`parameter "refresh": invalid value "soft" (accepted: hard (the default`, "or off"}},
+		{name: "refresh as an array", params: Parameters{pa("refresh", "off")},
+			want: []string{`parameter "refresh"`}},
 		{name: "pin-mode write is refused until pins arrive", params: Parameters{ps("pin-mode", "write")},
 			want: []string{`parameter "pin-mode": pin-mode "write" is not available yet`}},
 		{name: "pin-mode use is refused until pins arrive", params: Parameters{ps("pin-mode", "use")},

@@ -37,7 +37,7 @@ func Announce(appDir string) ([]byte, error) {
 // image-list (prefilled with the policy file's images as alias=repository[:constraint]),
 // the application-wide defaults (update-strategy, allow-tags, ignore-tags, platforms,
 // pin-digest), then for each alias of the policy file, sorted, its <alias>.* keys with
-// the file's values as defaults, then pin-mode, values-files, helm-parameters and
+// the file's values as defaults, then pin-mode, refresh, values-files, helm-parameters and
 // values. Without a policy file only the general parameters are announced; a policy
 // file that does not load is an error. Announced values are defaults shown in the UI:
 // Argo CD does not send them back unless the user changes them, so they never
@@ -82,6 +82,14 @@ func Announcements(appDir string) ([]ParameterAnnouncement, error) {
 			ItemType:       "string",
 			CollectionType: "string",
 			String:         PinOff,
+		},
+		ParameterAnnouncement{
+			Name:           ParamRefresh,
+			Title:          "Refresh on new images",
+			Tooltip:        "Accepted: " + refreshAccepted + ". With off, a new image reaches the app only at its next render (a new commit, a hard refresh, or Argo CD's cache expiry).",
+			ItemType:       "string",
+			CollectionType: "string",
+			String:         RefreshHard,
 		},
 		ParameterAnnouncement{
 			Name:           ParamValuesFiles,

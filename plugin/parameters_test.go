@@ -22,7 +22,7 @@ func TestAnnounceWithoutFile(t *testing.T) {
 		names = append(names, a.Name)
 	}
 	want := []string{"image-list", "update-strategy", "allow-tags", "ignore-tags", "platforms", "pin-digest",
-		"pin-mode", "values-files", "helm-parameters", "values"}
+		"pin-mode", "refresh", "values-files", "helm-parameters", "values"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("names %q\nwant  %q", names, want)
 	}
@@ -56,7 +56,7 @@ func TestAnnounceFromFile(t *testing.T) {
 			want = append(want, alias+"."+k)
 		}
 	}
-	want = append(want, "pin-mode", "values-files", "helm-parameters", "values")
+	want = append(want, "pin-mode", "refresh", "values-files", "helm-parameters", "values")
 	if !reflect.DeepEqual(names, want) {
 		t.Fatalf("names %q\nwant  %q", names, want)
 	}
@@ -74,6 +74,7 @@ func TestAnnounceFromFile(t *testing.T) {
 		{"worker.pin-digest", ParameterAnnouncement{CollectionType: "string", ItemType: "boolean", String: "true"}},
 		{"web.pin-digest", ParameterAnnouncement{CollectionType: "string", ItemType: "boolean", String: "false"}},
 		{"pin-mode", ParameterAnnouncement{CollectionType: "string", ItemType: "string", String: "off"}},
+		{"refresh", ParameterAnnouncement{CollectionType: "string", ItemType: "string", String: "hard"}},
 		{"helm-parameters", ParameterAnnouncement{CollectionType: "map", ItemType: "string"}},
 		{"values-files", ParameterAnnouncement{CollectionType: "array", ItemType: "string"}},
 	}

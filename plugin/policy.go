@@ -13,6 +13,7 @@ import (
 const (
 	ParamImageList      = "image-list"
 	ParamPinMode        = "pin-mode"
+	ParamRefresh        = "refresh"
 	ParamValuesFiles    = "values-files"
 	ParamHelmParameters = "helm-parameters"
 	ParamValues         = "values"
@@ -34,8 +35,16 @@ const (
 	PinUse   = "use"
 )
 
+// Refresh modes of one app (parameter refresh): follow the sidecar's refresh
+// setting, or never ask Argo CD to render this app again when its images change.
+const (
+	RefreshHard = "hard"
+	RefreshOff  = "off"
+)
+
 // Accepted forms, for messages and tooltips.
 const (
+	refreshAccepted    = "hard (the default: the sidecar asks Argo CD to render the app again when a new image matches) or off"
 	allowAccepted      = "regexp:EXPR, glob:PATTERN or any"
 	ignoreAccepted     = "globs, comma-separated or one per array item (regexp:EXPR takes a whole item)"
 	platformsAccepted  = "os/arch[/variant], comma-separated or one per array item, e.g. linux/amd64,linux/arm64"
@@ -67,6 +76,9 @@ type AppPolicy struct {
 	Images []ImagePolicy
 	// PinMode is off; write and use are reserved for pins in git and refused.
 	PinMode string
+	// Refresh is RefreshHard, or RefreshOff when the app opted out of the refresh
+	// loop (parameter refresh: off).
+	Refresh string
 	// Helm holds source parameters passed through to the renderer.
 	Helm HelmParams
 	// Warnings are accepted but deprecated inputs, each one line naming its source.

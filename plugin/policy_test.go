@@ -63,7 +63,7 @@ func TestLoadPolicyNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(pol, &AppPolicy{PinMode: PinOff}) {
+	if !reflect.DeepEqual(pol, &AppPolicy{PinMode: PinOff, Refresh: RefreshHard}) {
 		t.Errorf("got %+v", pol)
 	}
 }

@@ -56,6 +56,7 @@ Exit status: 0 rendered, 1 not rendered (the reason on stderr, on one line).`,
 			batch := daemon.NewFallback(daemon.NewClient(cfg.Socket), directBatch(cfg), cmd.ErrOrStderr())
 			out, report, err := pipeline.New(batch, settingsOf(cfg)).Render(cmd.Context(), ".", env)
 			report.WriteNotes(cmd.ErrOrStderr())
+			batch.Remember(cmd.Context(), env, report)
 			if err != nil {
 				return oneLine(err)
 			}

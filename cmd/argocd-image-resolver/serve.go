@@ -10,6 +10,7 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
+	"github.com/argocd-image-resolver/argocd-image-resolver/notify"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -43,7 +44,7 @@ func newServeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := daemon.New(cfg, daemon.WithLogger(log))
+			d, err := daemon.New(cfg, daemonOptions(cfg, log)...)
 			if err != nil {
 				return err
 			}
@@ -65,6 +66,27 @@ func daemonSettings(cmd *cobra.Command, logs *logFlags, flags *config.Flags) (*s
 	}
 	cfg, err := flags.Load(os.LookupEnv)
 	return log, cfg, err
+}
+
+// daemonOptions wires the daemon's collaborators: its logger and, with refresh:
+// hard, the notifier of its refresh loop (the Kubernetes API: in-cluster, else
+// $KUBECONFIG). Without a Kubernetes API the daemon serves renders and says that
+// the loop is off.
+func daemonOptions(cfg config.Config, log *slog.Logger) []daemon.Option {
+	opts := []daemon.Option{daemon.WithLogger(log)}
+	if cfg.Refresh != config.RefreshHard {
+		return opts
+	}
+	kube, err := notify.LoadConfig()
+	var n *notify.Kubernetes
+	if err == nil {
+		n, err = notify.NewKubernetes(kube)
+	}
+	if err != nil {
+		log.Warn("refresh loop off: apps follow new images only when Argo CD renders them again", "reason", err)
+		return opts
+	}
+	return append(opts, daemon.WithNotifier(n))
 }
 
 // logFlags are the daemon's logging flags.

@@ -1,0 +1,243 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/notify"
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+)
+
+// Notifier asks Argo CD to render an app again (notify.Kubernetes). requested is
+// false when a refresh was already pending on the Application; an error wrapping
+// notify.ErrAppGone says the Application does not exist.
+type Notifier interface {
+	HardRefresh(ctx context.Context, app notify.App) (requested bool, err error)
+}
+
+// Refresh outcomes, the values of the refreshes_total metric's label.
+const (
+	outcomeRequested       = "requested"
+	outcomeAlreadyPending  = "already-pending"
+	outcomeSkippedInterval = "skipped-interval"
+	outcomeFailed          = "failed"
+	outcomeAppGone         = "app-gone"
+)
+
+// Refresh loop defaults.
+const (
+	// DefaultRefreshRate bounds the refreshes requested per second over all apps
+	// (with bursts of twice as many); client-go's own default is 5 with bursts of 10.
+	DefaultRefreshRate = 5
+	// passParallelism is how many apps one pass resolves at once.
+	passParallelism = 4
+	// backoff after a failed refresh: doubling from the first, up to the last.
+	firstBackoff, maxBackoff = 5 * time.Second, 5 * time.Minute
+)
+
+// Refresher is the refresh loop: every pass it re-resolves what the tracked apps
+// use, through the same cached view renders read (so it costs the registries no
+// more than renders would: one tag list per repository per TTL, and HEADs of the
+// candidates), and when an app's answer for any image differs from what the app
+// rendered, asks Argo CD to render it again (at most once per interval per app,
+// rate limited overall, failed requests retried with backoff). A stale answer or a
+// failed resolution never triggers a refresh.
+type Refresher struct {
+	tracker  *Tracker
+	batch    resolve.Batch
+	notifier Notifier
+	interval time.Duration
+	every    time.Duration
+	timeout  time.Duration
+	limiter  *rate.Limiter
+	log      *slog.Logger
+	m        *Metrics
+}
+
+// NewRefresher returns the loop over tracker's apps, resolving through batch and
+// refreshing through notifier: a pass every `every`, at most one refresh per app
+// per interval, each app's resolution bounded by timeout.
+func NewRefresher(tracker *Tracker, batch resolve.Batch, notifier Notifier, interval, every, timeout time.Duration, log *slog.Logger) *Refresher {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Refresher{tracker: tracker, batch: batch, notifier: notifier, interval: interval, every: every, timeout: timeout,
+		limiter: rate.NewLimiter(DefaultRefreshRate, 2*DefaultRefreshRate), log: log, m: tracker.m}
+}
+
+// Run makes a pass every period until ctx ends. The first pass is one period after
+// the start: a daemon that starts tracks nothing, and what it learns comes from
+// renders, so a restart never causes a burst of refreshes.
+func (r *Refresher) Run(ctx context.Context) {
+	t := time.NewTicker(r.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.Pass(ctx)
+		}
+	}
+}
+
+// Pass checks every tracked app once: it forgets the apps not rendered for too
+// long, re-resolves the others and refreshes those whose answer changed.
+func (r *Refresher) Pass(ctx context.Context) {
+	r.tracker.expire()
+	sem := make(chan struct{}, passParallelism)
+	var wg sync.WaitGroup
+	for _, c := range r.tracker.snapshot() {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			r.check(ctx, c)
+		}()
+	}
+	wg.Wait()
+}
+
+// change is one image whose answer differs from what the app rendered.
+type change struct {
+	image    string
+	req      resolve.Request
+	old, new string
+}
+
+// check re-resolves one app and refreshes it if an answer changed.
+func (r *Refresher) check(ctx context.Context, c appCheck) {
+	reqs := make([]resolve.Request, len(c.images))
+	for i, im := range c.images {
+		reqs[i] = im.Request
+	}
+	rctx, cancel := context.WithTimeout(ctx, r.timeout)
+	answers, err := r.batch.ResolveBatch(rctx, c.name, reqs)
+	cancel()
+	if err != nil || len(answers) != len(reqs) {
+		r.log.Debug("refresh check: resolution failed", "app", c.name, "err", err)
+		return
+	}
+	var changes []change
+	for i, a := range answers {
+		if a.Error != "" || a.Result == nil {
+			// The render that a refresh causes would fail: leave the app as it is.
+			r.log.Debug("refresh check: an image does not resolve; no refresh", "app", c.name, "image", reqs[i].Image, "err", a.Error)
+			return
+		}
+		if len(a.Result.Stale) > 0 {
+			continue // not news: the registry could not be asked
+		}
+		if ref := a.Result.ReferenceFor(reqs[i].Image); ref != c.images[i].Ref {
+			changes = append(changes, change{image: reqs[i].Image, req: reqs[i], old: c.images[i].Ref, new: ref})
+		}
+	}
+	if len(changes) == 0 {
+		r.tracker.settle(c)
+		return
+	}
+	switch due, firstHold := r.tracker.due(c, r.interval); {
+	case !due && firstHold:
+		r.m.Refreshes.WithLabelValues(outcomeSkippedInterval).Inc()
+		r.log.Info("refresh held back: the app was refreshed less than an interval ago", "app", c.name, "interval", r.interval)
+		return
+	case !due:
+		return
+	}
+	if err := r.limiter.Wait(ctx); err != nil {
+		return
+	}
+	requested, err := r.notifier.HardRefresh(ctx, c.app)
+	switch {
+	case errors.Is(err, notify.ErrAppGone):
+		r.tracker.Forget(c.name, outcomeAppGone)
+		r.m.Refreshes.WithLabelValues(outcomeAppGone).Inc()
+		r.log.Info("refresh: the application no longer exists; forgotten", "app", c.name, "err", err)
+	case err != nil:
+		wait := r.tracker.failed(c.name)
+		r.m.Refreshes.WithLabelValues(outcomeFailed).Inc()
+		r.log.Warn("refresh failed", "app", c.name, "err", err, "retryIn", wait)
+	default:
+		r.tracker.refreshed(c, changes)
+		outcome := outcomeRequested
+		if !requested {
+			outcome = outcomeAlreadyPending
+		}
+		r.m.Refreshes.WithLabelValues(outcome).Inc()
+		for _, ch := range changes {
+			r.log.Info("refresh requested: a new image matches", "app", c.name, "application", c.app.String(),
+				"image", ch.image, "old", ch.old, "new", ch.new, "outcome", outcome)
+		}
+	}
+}
+
+// due says whether c's app may be refreshed now, and marks its change pending. It
+// is false when the app rendered again since the snapshot (its answers are news to
+// nobody), within the interval of its last refresh (firstHold the first time that
+// holds a change back), or while backing off after a failure.
+func (t *Tracker) due(c appCheck, interval time.Duration) (due, firstHold bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a, ok := t.apps[c.name]
+	if !ok || !a.rendered.Equal(c.rendered) {
+		return false, false
+	}
+	now := t.now()
+	newlyPending := a.pendingSince.IsZero()
+	if newlyPending {
+		a.pendingSince = now
+	}
+	if !a.lastRefresh.IsZero() && now.Sub(a.lastRefresh) < interval {
+		return false, newlyPending
+	}
+	return !now.Before(a.nextAttempt), false
+}
+
+// refreshed records a requested refresh: the app is expected to render the new
+// answers, so they are what later passes compare against (another replica may do
+// the render; without this every replica that tracks the app would ask again each
+// interval).
+func (t *Tracker) refreshed(c appCheck, changes []change) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a, ok := t.apps[c.name]
+	if !ok {
+		return
+	}
+	a.lastRefresh = t.now()
+	a.pendingSince, a.attempts, a.nextAttempt = time.Time{}, 0, time.Time{}
+	for _, s := range a.sources {
+		for i, im := range s.images {
+			for _, ch := range changes {
+				if sameRequest(im.Request, ch.req) && im.Ref == ch.old {
+					s.images[i].Ref = ch.new
+				}
+			}
+		}
+	}
+}
+
+// failed records a failed refresh and returns the backoff before the next try.
+func (t *Tracker) failed(name string) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a, ok := t.apps[name]
+	if !ok {
+		return 0
+	}
+	a.attempts++
+	wait := firstBackoff << min(a.attempts-1, 10)
+	if wait > maxBackoff {
+		wait = maxBackoff
+	}
+	a.nextAttempt = t.now().Add(wait)
+	return wait
+}

@@ -1,0 +1,259 @@
+package daemon
+
+import (
+	"container/list"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+	"github.com/argocd-image-resolver/argocd-image-resolver/notify"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
+	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+)
+
+// Render is what the refresh loop remembers of one render of an app: who it was
+// for, from which source, and per image the request and the reference it wrote.
+// Full generate runs that resolved through the daemon send it to POST /v1/renders.
+type Render struct {
+	// App is the application name as Argo CD passes it (ARGOCD_APP_NAME): "name",
+	// or "ns_name" for an Application outside the control-plane namespace.
+	App      string `json:"app"`
+	RepoURL  string `json:"repoURL"`
+	Path     string `json:"path"`
+	Revision string `json:"revision"`
+	// Refresh is plugin.RefreshOff when the app opted out of the refresh loop.
+	Refresh string          `json:"refresh,omitempty"`
+	Images  []RenderedImage `json:"images"`
+}
+
+// RenderedImage is one distinct image request of a render and what it gave.
+type RenderedImage struct {
+	Request resolve.Request `json:"request"`
+	// Ref is the reference written into the manifests ("" when the resolution
+	// failed, so that a later success refreshes the app).
+	Ref string `json:"ref,omitempty"`
+}
+
+// RenderOf is the Render to remember of a render of env that produced report. It
+// returns false for what is not remembered: streamed sources (argocd app diff
+// --local, whose revision is no commit), renders without an app name (preview, a
+// CLI run) and renders that resolved nothing.
+func RenderOf(env *plugin.Env, report *pipeline.Report) (Render, bool) {
+	if env == nil || report == nil || env.Streamed || env.AppName == "" {
+		return Render{}, false
+	}
+	r := Render{App: env.AppName, RepoURL: env.SourceRepoURL, Path: env.SourcePath, Revision: env.Revision, Refresh: report.Refresh}
+	for _, s := range report.Substitutions {
+		if slices.ContainsFunc(r.Images, func(im RenderedImage) bool { return sameRequest(im.Request, s.Request) }) {
+			continue
+		}
+		im := RenderedImage{Request: s.Request}
+		if s.Answer.Error == "" && s.Answer.Result != nil {
+			im.Ref = s.Answer.Result.ReferenceFor(s.Request.Image)
+		}
+		r.Images = append(r.Images, im)
+	}
+	if len(r.Images) == 0 {
+		return Render{}, false
+	}
+	return r, true
+}
+
+func sameRequest(a, b resolve.Request) bool {
+	return a.Image == b.Image && a.Policy.Strategy == b.Policy.Strategy && a.Policy.Constraint == b.Policy.Constraint &&
+		a.Policy.AllowTags == b.Policy.AllowTags && a.Policy.PinDigest == b.Policy.PinDigest &&
+		slices.Equal(a.Policy.IgnoreTags, b.Policy.IgnoreTags) && slices.Equal(a.Policy.Platforms, b.Policy.Platforms)
+}
+
+// trackedSource is the last render of one source (repository and path) of an app;
+// an app with several sources using the plugin has one each.
+type trackedSource struct {
+	repoURL, path, revision string
+	images                  []RenderedImage
+}
+
+// trackedApp is an app the refresh loop watches.
+type trackedApp struct {
+	name     string // as Argo CD passes it
+	app      notify.App
+	sources  map[string]*trackedSource // by repoURL + "\x00" + path
+	rendered time.Time                 // last render
+	elem     *list.Element             // in Tracker.order, most recently rendered at the front
+
+	lastRefresh  time.Time // last refresh requested
+	pendingSince time.Time // a change seen and not yet refreshed; zero when none
+	attempts     int       // failed refreshes since the last success
+	nextAttempt  time.Time // no refresh before (backoff after a failure)
+}
+
+// Tracker is the refresh loop's memory: the apps rendered through the daemon, their
+// requests and what each rendered, bounded in count and age. It is safe for
+// concurrent use.
+type Tracker struct {
+	mu          sync.Mutex
+	apps        map[string]*trackedApp
+	order       *list.List // of *trackedApp, most recently rendered first
+	max         int
+	forgetAfter time.Duration
+	namespace   string // control-plane namespace
+	now         func() time.Time
+	m           *Metrics
+}
+
+// NewTracker returns a Tracker keeping at most max apps for forgetAfter after their
+// last render; names without a namespace are in controlPlaneNamespace.
+func NewTracker(max int, forgetAfter time.Duration, controlPlaneNamespace string, m *Metrics) *Tracker {
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	t := &Tracker{apps: map[string]*trackedApp{}, order: list.New(), max: max, forgetAfter: forgetAfter,
+		namespace: controlPlaneNamespace, now: time.Now, m: m}
+	pending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: cache.Namespace, Name: "refresh_pending_oldest_seconds",
+		Help: "Age of the oldest change the refresh loop has seen and not yet asked Argo CD to render (held back by the interval or a failing API); 0 when none."},
+		func() float64 { return t.oldestPending().Seconds() })
+	if err := m.Registry.Register(pending); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			panic(err)
+		}
+	}
+	return t
+}
+
+// Remember records a render. An app that opted out (refresh: off) is forgotten.
+// It returns an error for an app name that names no Application.
+func (t *Tracker) Remember(r Render) error {
+	if r.Refresh == plugin.RefreshOff {
+		t.Forget(r.App, "opted-out")
+		return nil
+	}
+	app, err := notify.ParseApp(r.App, t.namespace)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	a, ok := t.apps[r.App]
+	if !ok {
+		a = &trackedApp{name: r.App, app: app, sources: map[string]*trackedSource{}}
+		a.elem = t.order.PushFront(a)
+		t.apps[r.App] = a
+	} else {
+		t.order.MoveToFront(a.elem)
+	}
+	a.rendered = now
+	a.sources[r.RepoURL+"\x00"+r.Path] = &trackedSource{repoURL: r.RepoURL, path: r.Path, revision: r.Revision, images: slices.Clone(r.Images)}
+	// The app rendered again: what it shows now is what the loop compares against.
+	a.pendingSince, a.attempts, a.nextAttempt = time.Time{}, 0, time.Time{}
+	for len(t.apps) > t.max {
+		oldest := t.order.Back().Value.(*trackedApp)
+		t.dropLocked(oldest, "limit")
+	}
+	t.m.TrackedApps.Set(float64(len(t.apps)))
+	return nil
+}
+
+// Forget stops watching app (as Argo CD names it), counting why.
+func (t *Tracker) Forget(name, reason string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a, ok := t.apps[name]; ok {
+		t.dropLocked(a, reason)
+		t.m.TrackedApps.Set(float64(len(t.apps)))
+	}
+}
+
+func (t *Tracker) dropLocked(a *trackedApp, reason string) {
+	t.order.Remove(a.elem)
+	delete(t.apps, a.name)
+	t.m.Forgotten.WithLabelValues(reason).Inc()
+}
+
+// expire forgets the apps not rendered within forgetAfter.
+func (t *Tracker) expire() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cutoff := t.now().Add(-t.forgetAfter)
+	for e := t.order.Back(); e != nil; {
+		a := e.Value.(*trackedApp)
+		if !a.rendered.Before(cutoff) {
+			break
+		}
+		e = e.Prev()
+		t.dropLocked(a, "idle")
+	}
+	t.m.TrackedApps.Set(float64(len(t.apps)))
+}
+
+// Len is the number of apps tracked.
+func (t *Tracker) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.apps)
+}
+
+// appCheck is a snapshot of one app for a pass of the loop, taken under the lock
+// and checked without it.
+type appCheck struct {
+	name     string
+	app      notify.App
+	rendered time.Time
+	images   []RenderedImage // every distinct request of every source
+}
+
+// snapshot copies what a pass of the loop checks.
+func (t *Tracker) snapshot() []appCheck {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]appCheck, 0, len(t.apps))
+	for e := t.order.Front(); e != nil; e = e.Next() {
+		a := e.Value.(*trackedApp)
+		c := appCheck{name: a.name, app: a.app, rendered: a.rendered}
+		keys := make([]string, 0, len(a.sources))
+		for k := range a.sources {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			for _, im := range a.sources[k].images {
+				if !slices.ContainsFunc(c.images, func(x RenderedImage) bool { return sameRequest(x.Request, im.Request) && x.Ref == im.Ref }) {
+					c.images = append(c.images, im)
+				}
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// settle clears the pending change of c's app: its answers are what it rendered.
+func (t *Tracker) settle(c appCheck) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a, ok := t.apps[c.name]; ok && a.rendered.Equal(c.rendered) {
+		a.pendingSince = time.Time{}
+	}
+}
+
+// oldestPending is the age of the oldest change seen and not yet refreshed (0 when
+// none).
+func (t *Tracker) oldestPending() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var oldest time.Time
+	for _, a := range t.apps {
+		if !a.pendingSince.IsZero() && (oldest.IsZero() || a.pendingSince.Before(oldest)) {
+			oldest = a.pendingSince
+		}
+	}
+	if oldest.IsZero() {
+		return 0
+	}
+	return t.now().Sub(oldest)
+}
