@@ -81,8 +81,11 @@ func (l *Lab) App(name string) (*Application, error) {
 
 // appFromKube reads the Application from the API server, without argocd-server and
 // without starting a process (the wait loops poll it).
-func (l *Lab) appFromKube(name string) (*Application, error) {
-	req, err := http.NewRequest(http.MethodGet, l.kubeURL+"/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/"+name, nil)
+func (l *Lab) appFromKube(name string) (*Application, error) { return l.AppIn("argocd", name) }
+
+// AppIn reads the Application ns/name from the API server.
+func (l *Lab) AppIn(ns, name string) (*Application, error) {
+	req, err := http.NewRequest(http.MethodGet, l.kubeURL+"/apis/argoproj.io/v1alpha1/namespaces/"+ns+"/applications/"+name, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -129,6 +129,12 @@ type Lab struct {
 	// SidecarTTLs are the sidecar's cache flags; 1s by default, so that a hard refresh
 	// right after a push sees the new tag.
 	SidecarTTLs []string
+	// RefreshInterval is the sidecar's --refresh-interval (10s: the default 3m
+	// scaled down).
+	RefreshInterval string
+	// SidecarKubeconfig is the sidecar's KUBECONFIG: the token of the
+	// argocd-repo-server ServiceAccount, with only what deploy/rbac.yaml grants.
+	SidecarKubeconfig string
 	redisAddr   string
 	kubeURL     string // https://127.0.0.1:PORT of kube-apiserver
 	kubeToken   string
@@ -148,7 +154,14 @@ const (
 
 // StartLab starts a whole control plane of Argo CD version v in a fresh run dir. On
 // error everything started is stopped again; the run dir (logs) stays.
-func StartLab(p Paths, v string) (lab *Lab, err error) {
+func StartLab(p Paths, v string) (*Lab, error) { return launch(p, v, true) }
+
+// StartKubeLab starts what the refresh loop needs without Argo CD's own processes:
+// etcd and kube-apiserver with Argo CD's CRDs and config, the sidecar's
+// ServiceAccount bound by deploy/rbac.yaml, the registry and the sidecar.
+func StartKubeLab(p Paths, v string) (*Lab, error) { return launch(p, v, false) }
+
+func launch(p Paths, v string, argo bool) (lab *Lab, err error) {
 	t0 := time.Now()
 	dir, err := os.MkdirTemp("", "argocd-e2e-"+v+"-")
 	if err != nil {
@@ -158,7 +171,9 @@ func StartLab(p Paths, v string) (lab *Lab, err error) {
 		Version: v, Paths: p, Dir: dir, Logs: filepath.Join(dir, "logs"),
 		ArgoDir:    filepath.Join(p.Cache, "argocd-"+v),
 		Kubeconfig: filepath.Join(dir, "kubeconfig"), CLIConfig: filepath.Join(dir, "argocd-cli.config"),
-		SidecarTTLs: []string{"--tag-ttl", "1s", "--head-ttl", "1s"},
+		SidecarKubeconfig: filepath.Join(dir, "kubeconfig-sidecar"),
+		SidecarTTLs:       []string{"--tag-ttl", "1s", "--head-ttl", "1s"},
+		RefreshInterval:   "10s",
 	}
 	lab.procs = NewProcs(lab.Logs)
 	for _, d := range []string{"logs", "etcd", "pki", "git", "tmp", "home", "cmp/config", "cmp/plugins", "argocd/tls", "argocd/ssh", "argocd/gpg"} {
@@ -175,18 +190,23 @@ func StartLab(p Paths, v string) (lab *Lab, err error) {
 			err = fmt.Errorf("%s: %w (logs in %s)", v, err, lab.Logs)
 		}
 	}()
-	for _, step := range []struct {
+	type step struct {
 		name string
 		fn   func() error
-	}{
+	}
+	steps := []step{
 		{"kube-apiserver", lab.startKube},
 		{"argocd config", lab.applyArgoConfig},
-		{"redis", lab.startRedis},
-		{"git", lab.startGit},
-		{"registry", lab.startRegistry},
-		{"sidecar", lab.StartSidecar},
-		{"argocd", lab.startArgo},
-	} {
+		{"sidecar rbac", lab.grantSidecar},
+	}
+	if argo {
+		steps = append(steps, step{"redis", lab.startRedis}, step{"git", lab.startGit})
+	}
+	steps = append(steps, step{"registry", lab.startRegistry}, step{"sidecar", lab.StartSidecar})
+	if argo {
+		steps = append(steps, step{"argocd", lab.startArgo})
+	}
+	for _, step := range steps {
 		ts := time.Now()
 		if err := step.fn(); err != nil {
 			return lab, fmt.Errorf("%s: %w", step.name, err)
@@ -528,6 +548,37 @@ stringData:
 	return err
 }
 
+// grantSidecar gives the sidecar what an install gives it: the argocd-repo-server
+// ServiceAccount (Argo CD's install creates it), deploy/rbac.yaml applied in the
+// control-plane namespace, and a kubeconfig with a token of that ServiceAccount, so
+// the refresh loop runs with exactly the rights the shipped RBAC grants.
+func (l *Lab) grantSidecar() error {
+	if _, err := l.must("", "kubectl", "-n", "argocd", "create", "serviceaccount", "argocd-repo-server"); err != nil {
+		return err
+	}
+	if _, err := l.must("", "kubectl", "-n", "argocd", "apply", "-f", filepath.Join(l.Paths.Root, "deploy", "rbac.yaml")); err != nil {
+		return err
+	}
+	token, err := l.must("", "kubectl", "-n", "argocd", "create", "token", "argocd-repo-server", "--duration", "6h")
+	if err != nil {
+		return err
+	}
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster: {server: %s, insecure-skip-tls-verify: true}
+users:
+- name: argocd-repo-server
+  user: {token: %s}
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: argocd-repo-server, namespace: argocd}
+current-context: e2e
+`, l.kubeURL, strings.TrimSpace(token))
+	return os.WriteFile(l.SidecarKubeconfig, []byte(kubeconfig), 0o600)
+}
+
 // ---------------------------------------------------------------------------------
 // redis, git, registry
 
@@ -709,9 +760,10 @@ func (l *Lab) StartSidecar() error {
 		"ARGOCD_PLUGINSOCKFILEPATH="+filepath.Join(l.Dir, "cmp", "plugins"),
 		"IMAGE_RESOLVER_REGISTRIES_CONFIG="+l.registriesConfig(),
 		"IMAGE_RESOLVER_DEFAULT_PLATFORMS=linux/amd64",
+		"KUBECONFIG="+l.SidecarKubeconfig,
 	)
 	p, err := l.start("sidecar", env, "argocd-image-resolver", "sidecar",
-		"--socket", l.DaemonSocket(),
+		"--socket", l.DaemonSocket(), "--refresh-interval", l.RefreshInterval,
 		"--metrics-addr", l.SidecarAddr, "--registries-config", l.registriesConfig(),
 		l.SidecarTTLs[0], l.SidecarTTLs[1], l.SidecarTTLs[2], l.SidecarTTLs[3],
 		"--", filepath.Join(l.ArgoDir, "argocd-cmp-server"), "--config-dir-path", filepath.Join(l.Dir, "cmp", "config"),

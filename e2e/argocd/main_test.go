@@ -37,19 +37,24 @@ func TestMain(m *testing.M) {
 
 // startLab starts a control plane of version v for t and stops it when t ends. If t
 // failed, the run dir stays and the end of every log is printed.
-func startLab(t *testing.T, v string) *Lab {
+func startLab(t *testing.T, v string) *Lab { return startWith(t, v, StartLab) }
+
+// startKubeLab is startLab for the lab without Argo CD's processes.
+func startKubeLab(t *testing.T, v string) *Lab { return startWith(t, v, StartKubeLab) }
+
+func startWith(t *testing.T, v string, start func(Paths, string) (*Lab, error)) *Lab {
 	t.Helper()
 	if err := CheckTools(paths, v); err != nil {
 		t.Fatal(err)
 	}
-	lab, err := StartLab(paths, v)
+	lab, err := start(paths, v)
 	if err != nil {
 		if lab != nil {
 			printLogs(t, lab)
 		}
 		t.Fatal(err)
 	}
-	t.Logf("Argo CD %s up in %s (run dir %s): argocd-server %s, git %s, registry %s behind %s",
+	t.Logf("lab of Argo CD %s up in %s (run dir %s): argocd-server %q, git %q, registry %s behind %s",
 		v, lab.StartedIn.Round(time.Millisecond), lab.Dir, lab.ServerAddr, lab.GitURL, lab.RegistryHost, lab.Proxy.Addr)
 	t.Cleanup(func() {
 		var stops strings.Builder
