@@ -532,54 +532,69 @@ func testDaemonUnreachable(t *testing.T, lab *Lab) {
 	}
 }
 
-// testNewTagRefresh: a new tag in the registry. A normal refresh keeps the old
-// render (repo-server caches manifests per commit); a hard refresh, from the CLI and
-// from the argocd.argoproj.io/refresh annotation, renders again with the new tag.
+// testNewTagRefresh: a new tag in the registry reaches the app by itself. The
+// sidecar's refresh loop sees the new answer once the tag list expires and sets
+// argocd.argoproj.io/refresh=hard on the Application; the controller renders again
+// and the app turns OutOfSync with the image change, with no CLI involved. An app
+// with the parameter refresh=off keeps its cached render (a normal refresh reuses
+// repo-server's cache) until a hard refresh.
 func testNewTagRefresh(t *testing.T, lab *Lab) {
 	waitApp(t, lab, "demo", "Synced", SyncStatus("Synced"))
+	requested0, err := lab.MetricValue(metricRequested)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushed := time.Now()
 	if err := lab.SeedTag("demo/web", "1.4.0"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond) // past the sidecar's 1s TTLs
-
-	if r := lab.Run("", "argocd", "app", "get", "demo", "--refresh"); r.Code != 0 {
-		t.Fatalf("%s", r)
-	}
-	wantImages(t, "after a normal refresh", get(t, manifests(t, lab, "demo"), "Deployment/web"), webRepo+":1.1.0", webRepo+":1.1.0")
-	if a, err := lab.App("demo"); err != nil {
-		t.Fatal(err)
-	} else if a.Status.Sync.Status != "Synced" {
-		t.Errorf("sync status after a normal refresh = %q, want Synced", a.Status.Sync.Status)
-	}
-
-	hardRefresh(t, lab, "demo")
+	waitApp(t, lab, "demo", "OutOfSync by itself after a new tag", SyncStatus("OutOfSync"))
+	took := time.Since(pushed)
+	t.Logf("new tag pushed -> app OutOfSync with it, no human action: %s (tag TTL 1s, a pass every 1s, refresh interval 10s, reconciliation 600s)", took.Round(100*time.Millisecond))
 	web := get(t, manifests(t, lab, "demo"), "Deployment/web")
-	wantImages(t, "after --hard-refresh", web, webRepo+":1.4.0", webRepo+":1.4.0")
+	wantImages(t, "argocd app manifests", web, webRepo+":1.4.0", webRepo+":1.4.0")
 	wantAnnotation(t, web, annResolved, "web="+webRepo+":1.4.0 (semver 1.x; platforms linux/amd64)")
 	wantAnnotation(t, web, annSkipped, "")
-	waitApp(t, lab, "demo", "OutOfSync", SyncStatus("OutOfSync"))
-	out := diff(t, lab, 1, "demo")
-	if !strings.Contains(out, webRepo+":1.4.0") {
+	if a, err := lab.App("demo"); err != nil {
+		t.Fatal(err)
+	} else if a.Status.Sync.Status != "OutOfSync" {
+		t.Errorf("argocd app get: sync status %q, want OutOfSync", a.Status.Sync.Status)
+	}
+	if out := diff(t, lab, 1, "demo"); !strings.Contains(out, webRepo+":1.4.0") {
 		t.Errorf("argocd app diff does not show 1.4.0:\n%s", out)
+	}
+	if got, _ := lab.MetricValue(metricRequested); got != requested0+1 {
+		t.Errorf("%s = %v, want %v (one refresh for one change)", metricRequested, got, requested0+1)
+	}
+	if lines := lab.LogLines("sidecar", "refresh requested", "application=argocd/demo ", "new="+webRepo+":1.4.0 "); len(lines) != 1 {
+		t.Errorf("%d log lines for the refresh of demo, want 1", len(lines))
 	}
 	syncApp(t, lab, "demo")
 	wantImages(t, "kubectl get deployment web", live(t, lab, "demo", "deployment", "web"), webRepo+":1.4.0", webRepo+":1.4.0")
 
-	// The annotation: the controller itself renders again, no CLI involved.
+	// An app that opted out follows the cache, as without the loop.
+	createAppFromFile(t, lab, AppSpec{Name: "demo-quiet", Path: "apps/plain-cron", Namespace: "demo-quiet", Params: [][2]string{{"refresh", "off"}}})
+	waitCompared(t, lab, "demo-quiet")
+	wantImages(t, "demo-quiet before the push", get(t, manifests(t, lab, "demo-quiet"), "Deployment/web"), webRepo+":1.4.0", webRepo+":1.4.0")
 	if err := lab.SeedTag("demo/web", "1.5.0"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
-	if _, err := lab.must("", "kubectl", "-n", "argocd", "annotate", "application", "demo", "argocd.argoproj.io/refresh=hard", "--overwrite"); err != nil {
-		t.Fatal(err)
+	waitApp(t, lab, "demo", "OutOfSync by itself after the second tag", SyncStatus("OutOfSync"))
+	wantImages(t, "demo after the second tag", get(t, manifests(t, lab, "demo"), "Deployment/web"), webRepo+":1.5.0", webRepo+":1.5.0")
+	if r := lab.Run("", "argocd", "app", "get", "demo-quiet", "--refresh"); r.Code != 0 {
+		t.Fatalf("%s", r)
 	}
-	waitApp(t, lab, "demo", "refresh annotation consumed and OutOfSync", func(a *Application) error {
-		if _, ok := a.Metadata.Annotations["argocd.argoproj.io/refresh"]; ok {
-			return ErrNotYet
-		}
-		return SyncStatus("OutOfSync")(a)
-	})
-	wantImages(t, "after the refresh annotation", get(t, manifests(t, lab, "demo"), "Deployment/web"), webRepo+":1.5.0", webRepo+":1.5.0")
+	wantImages(t, "demo-quiet after a normal refresh", get(t, manifests(t, lab, "demo-quiet"), "Deployment/web"), webRepo+":1.4.0", webRepo+":1.4.0")
+	if a, err := lab.App("demo-quiet"); err != nil {
+		t.Fatal(err)
+	} else if _, ok := a.Metadata.Annotations["argocd.argoproj.io/refresh"]; ok {
+		t.Errorf("demo-quiet (refresh: off) got a refresh annotation")
+	}
+	hardRefresh(t, lab, "demo-quiet")
+	wantImages(t, "demo-quiet after --hard-refresh", get(t, manifests(t, lab, "demo-quiet"), "Deployment/web"), webRepo+":1.5.0", webRepo+":1.5.0")
+	if lines := lab.LogLines("sidecar", "refresh requested", "application=argocd/demo-quiet "); len(lines) != 0 {
+		t.Errorf("demo-quiet (refresh: off) was refreshed: %q", lines)
+	}
 	syncApp(t, lab, "demo")
 	wantImages(t, "kubectl get deployment web", live(t, lab, "demo", "deployment", "web"), webRepo+":1.5.0", webRepo+":1.5.0")
 }
@@ -619,6 +634,10 @@ func testRenderLatency(t *testing.T, lab *Lab) {
 	}
 	t.Logf("daemon cold: cmp-server render %s; repo-server GenerateManifest %s", Summary(cmp[cmp0:cmp1]), Summary(repo[repo0:repo1]))
 	t.Logf("daemon warm: cmp-server render %s; repo-server GenerateManifest %s", Summary(cmp[cmp1:]), Summary(repo[repo1:]))
+	// The restarted daemon learnt "demo" from those renders with the answers it
+	// rendered: nothing is news, so no refresh (no storm after a restart).
+	wantMetric(t, lab, metricRequested, 0)
+	wantMetric(t, lab, metricTracked, 1)
 	a := waitApp(t, lab, "demo", "compared", Compared)
 	if c := a.ConditionsText(); c != "" {
 		t.Errorf("conditions: %s", c)
