@@ -36,7 +36,9 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Socket != DefaultSocket || c.MetricsAddr != ":8090" || c.TagTTL != 2*time.Minute || c.HeadTTL != time.Hour ||
-		c.StaleIfError != 24*time.Hour || c.ManifestCacheSize != 32<<20 || len(c.RateLimits) != 1 {
+		c.StaleIfError != 24*time.Hour || c.ManifestCacheSize != 32<<20 || len(c.RateLimits) != 1 ||
+		c.Refresh != RefreshHard || c.RefreshInterval != 3*time.Minute || c.ControlPlaneNamespace != "argocd" ||
+		c.ForgetAfter != 25*time.Hour || c.MaxTrackedApps != 10000 {
 		t.Fatalf("defaults: %+v", c)
 	}
 }
@@ -52,6 +54,11 @@ manifestCacheSize: 64MiB
 blobCacheSize: 16777216
 registryConcurrency: 4
 fetchTimeout: 30s
+refresh: "off"
+refreshInterval: 1m
+controlPlaneNamespace: gitops
+forgetAfter: 48h
+maxTrackedApps: 500
 rateLimits:
   - registry: docker.io
     rps: 2
@@ -64,7 +71,8 @@ registries:
 `)
 	env := map[string]string{ConfigEnv: file, SocketEnv: "/run/env.sock", "IMAGE_RESOLVER_TAG_TTL": "3m",
 		"IMAGE_RESOLVER_RATE_LIMITS": "ghcr.io=5:5,index.docker.io=3"}
-	c, err := load(t, []string{"--tag-ttl", "4m", "--rate-limit", "ghcr.io=7", "--metrics-addr", "127.0.0.1:9100"}, env)
+	env["IMAGE_RESOLVER_REFRESH_INTERVAL"] = "45s"
+	c, err := load(t, []string{"--tag-ttl", "4m", "--rate-limit", "ghcr.io=7", "--metrics-addr", "127.0.0.1:9100", "--refresh-interval", "30s"}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +80,9 @@ registries:
 		c.RefreshAhead != 0.1 || c.ManifestCacheSize != 64<<20 || c.BlobCacheSize != 16<<20 || c.RegistryConcurrency != 4 ||
 		c.FetchTimeout != 30*time.Second || c.MetricsAddr != "127.0.0.1:9100" {
 		t.Fatalf("config: %+v", c)
+	}
+	if c.Refresh != RefreshOff || c.RefreshInterval != 30*time.Second || c.ControlPlaneNamespace != "gitops" || c.ForgetAfter != 48*time.Hour || c.MaxTrackedApps != 500 {
+		t.Errorf("refresh settings: %s %s %s %s %d", c.Refresh, c.RefreshInterval, c.ControlPlaneNamespace, c.ForgetAfter, c.MaxTrackedApps)
 	}
 	if got := c.Get("rateLimits"); got != "*=50:50,docker.io=3:3,ghcr.io=7:7" {
 		t.Errorf("rate limits %s: file, then env per registry (docker.io aliases folded), then flags", got)
@@ -105,6 +116,10 @@ func TestConfigErrors(t *testing.T) {
 		{"flag size", "", []string{"--manifest-cache-size", "lots"}, nil, []string{"--manifest-cache-size", `"lots"`, "MiB"}},
 		{"flag metrics", "", []string{"--metrics-addr", "localhost"}, nil, []string{"--metrics-addr", "HOST:PORT"}},
 		{"long socket", "", []string{"--socket", "/" + strings.Repeat("s", 120)}, nil, []string{"--socket", "at most 107 bytes"}},
+		{"refresh mode", "refresh: soft\n", nil, nil, []string{"refresh", `"soft"`, "hard or off"}},
+		{"refresh interval", "", []string{"--refresh-interval", "0s"}, nil, []string{"--refresh-interval", "at least 1s"}},
+		{"control-plane namespace", "", nil, map[string]string{"IMAGE_RESOLVER_CONTROL_PLANE_NAMESPACE": "Argo_CD"}, []string{"IMAGE_RESOLVER_CONTROL_PLANE_NAMESPACE", "Argo_CD", "namespace name"}},
+		{"max tracked apps", "maxTrackedApps: 0\n", nil, nil, []string{"maxTrackedApps", "at least 1"}},
 		{"two registries sources", "registries: [{prefix: ghcr.io}]\n", nil, map[string]string{RegistriesConfigEnv: "/x.yaml"}, []string{RegistriesConfigEnv, "one place"}},
 	}
 	for _, tt := range tests {

@@ -134,8 +134,11 @@ func (k *Kubernetes) HardRefresh(ctx context.Context, app App) (requested bool, 
 }
 
 func apiError(verb string, app App, err error) error {
-	if apierrors.IsNotFound(err) {
+	switch {
+	case apierrors.IsNotFound(err):
 		return fmt.Errorf("%s application %s: %w", verb, app, ErrAppGone)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("%s application %s: %w (the sidecar's ServiceAccount needs get and patch on applications.argoproj.io in namespace %s: deploy/rbac.yaml)", verb, app, err, app.Namespace)
 	}
 	return fmt.Errorf("%s application %s: %w", verb, app, err)
 }

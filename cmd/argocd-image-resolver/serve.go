@@ -27,7 +27,15 @@ Every setting can be given, in increasing precedence, in the YAML file (--config
 ` + indent(config.ExampleFile, "  ") + `
 
 The same file (` + config.ConfigEnv + `) and variables configure generate, preview and resolve,
-so a render without the daemon uses the same registries, credentials and limits.`
+so a render without the daemon uses the same registries, credentials and limits.
+
+Argo CD keeps rendered manifests per commit (24h), so a new tag would reach an app only
+at its next render. With --refresh hard (the default) the daemon remembers the apps it
+rendered, re-resolves them as tag lists expire and, when an app's answer changes, sets
+argocd.argoproj.io/refresh=hard on its Application through the Kubernetes API
+(in-cluster, else $KUBECONFIG; RBAC: get and patch on applications.argoproj.io, see
+deploy/rbac.yaml), at most once per --refresh-interval per app. Without a Kubernetes API
+it says so at start and serves renders as before. See docs/freshness.md.`
 
 func newServeCommand() *cobra.Command {
 	var (
