@@ -37,7 +37,7 @@ func NewMetrics(m *cache.Metrics) *Metrics {
 	tracked := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: cache.Namespace, Name: "tracked_apps",
 		Help: "Apps the refresh loop watches (rendered through this daemon, not opted out)."})
 	forgotten := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: cache.Namespace, Name: "tracked_apps_forgotten_total",
-		Help: "Apps the refresh loop stopped watching, by reason: idle (not rendered for forgetAfter), limit (maxTrackedApps reached; least recently rendered first), app-gone, opted-out."}, []string{"reason"})
+		Help: "Apps the refresh loop stopped watching, by reason: idle (not rendered for forgetAfter), limit (maxTrackedApps reached; least recently rendered first), app-gone, opted-out, no-images (the app's render resolved no image any more)."}, []string{"reason"})
 	m.Registry.MustRegister(refreshes, tracked, forgotten)
 	return &Metrics{
 		Metrics:     m,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -166,16 +167,21 @@ func (r *Refresher) check(ctx context.Context, c appCheck) {
 		r.m.Refreshes.WithLabelValues(outcomeFailed).Inc()
 		r.log.Warn("refresh failed", "app", c.name, "err", err, "retryIn", wait)
 	default:
-		r.tracker.refreshed(c, changes)
-		outcome := outcomeRequested
+		// Only a refresh this call asked for is sure to render after the new
+		// answers were seen: one already pending may be a render under way with the
+		// old ones, so that case is checked again after the interval.
+		r.tracker.refreshed(c, changes, requested)
+		outcome, msg := outcomeRequested, "refresh requested: a new image matches"
 		if !requested {
-			outcome = outcomeAlreadyPending
+			outcome, msg = outcomeAlreadyPending, "refresh already pending on the Application; checked again after the interval"
 		}
 		r.m.Refreshes.WithLabelValues(outcome).Inc()
+		var images, olds, news []string
 		for _, ch := range changes {
-			r.log.Info("refresh requested: a new image matches", "app", c.name, "application", c.app.String(),
-				"image", ch.image, "old", ch.old, "new", ch.new, "outcome", outcome)
+			images, olds, news = append(images, ch.image), append(olds, ch.old), append(news, ch.new)
 		}
+		r.log.Info(msg, "app", c.name, "application", c.app.String(), "image", strings.Join(images, ", "),
+			"old", strings.Join(olds, ", "), "new", strings.Join(news, ", "), "outcome", outcome)
 	}
 }
 
@@ -201,11 +207,12 @@ func (t *Tracker) due(c appCheck, interval time.Duration) (due, firstHold bool) 
 	return !now.Before(a.nextAttempt), false
 }
 
-// refreshed records a requested refresh: the app is expected to render the new
-// answers, so they are what later passes compare against (another replica may do
-// the render; without this every replica that tracks the app would ask again each
-// interval).
-func (t *Tracker) refreshed(c appCheck, changes []change) {
+// refreshed records a refresh. When this call requested it (adopt), the app is
+// expected to render the new answers, so they are what later passes compare
+// against: another replica may do the render, and without this every replica that
+// tracks the app would ask again each interval. An app that rendered during the
+// call keeps what it rendered.
+func (t *Tracker) refreshed(c appCheck, changes []change, adopt bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	a, ok := t.apps[c.name]
@@ -213,7 +220,11 @@ func (t *Tracker) refreshed(c appCheck, changes []change) {
 		return
 	}
 	a.lastRefresh = t.now()
-	a.pendingSince, a.attempts, a.nextAttempt = time.Time{}, 0, time.Time{}
+	a.attempts, a.nextAttempt = 0, time.Time{}
+	if !adopt || !a.rendered.Equal(c.rendered) {
+		return
+	}
+	a.pendingSince = time.Time{}
 	for _, s := range a.sources {
 		for i, im := range s.images {
 			for _, ch := range changes {

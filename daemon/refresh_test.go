@@ -64,10 +64,14 @@ type fakeNotifier struct {
 	mu      sync.Mutex
 	calls   []notify.App
 	err     error
-	pending bool // answer "already pending"
+	pending bool   // answer "already pending"
+	during  func() // runs during the call (a render arriving meanwhile)
 }
 
 func (f *fakeNotifier) HardRefresh(_ context.Context, app notify.App) (bool, error) {
+	if f.during != nil {
+		f.during()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, app)
@@ -312,13 +316,87 @@ func TestRefreshAppGoneIsForgotten(t *testing.T) {
 }
 
 func TestRefreshAlreadyPending(t *testing.T) {
+	// Someone else's refresh is pending: it may be a render under way with the old
+	// answer, so the loop does not take the new answer as rendered; after the
+	// interval, if the app did not render again meanwhile, it asks itself.
 	f := newLoop(t, 100)
 	f.notifier.pending = true
 	f.batch.set("reg/web", "1.1.0")
 	f.remember(t, render("web", map[string]string{"reg/web": "1.0.0"}))
 	f.loop.Pass(context.Background())
 	if f.refreshes(outcomeAlreadyPending) != 1 || f.refreshes(outcomeRequested) != 0 {
-		t.Errorf("already-pending %d requested %d", f.refreshes(outcomeAlreadyPending), f.refreshes(outcomeRequested))
+		t.Fatalf("already-pending %d requested %d", f.refreshes(outcomeAlreadyPending), f.refreshes(outcomeRequested))
+	}
+	f.notifier.pending = false
+	f.clock.advance(time.Minute)
+	f.loop.Pass(context.Background())
+	if n := f.notifier.count(); n != 1 {
+		t.Fatalf("%d calls within the interval, want 1", n)
+	}
+	f.clock.advance(2 * time.Minute)
+	f.loop.Pass(context.Background())
+	if f.refreshes(outcomeRequested) != 1 {
+		t.Fatalf("requested %d after the interval, want 1", f.refreshes(outcomeRequested))
+	}
+	f.clock.advance(time.Hour)
+	f.loop.Pass(context.Background())
+	if n := f.notifier.count(); n != 2 {
+		t.Errorf("%d calls, want 2: the requested refresh settles it", n)
+	}
+
+	// An app that renders (and so is remembered) after the pending refresh settles
+	// it without a second call.
+	g := newLoop(t, 100)
+	g.notifier.pending = true
+	g.batch.set("reg/web", "1.1.0")
+	g.remember(t, render("web", map[string]string{"reg/web": "1.0.0"}))
+	g.loop.Pass(context.Background())
+	g.remember(t, render("web", map[string]string{"reg/web": "1.1.0"}))
+	g.clock.advance(time.Hour)
+	g.loop.Pass(context.Background())
+	if n := g.notifier.count(); n != 1 {
+		t.Errorf("%d calls, want 1", n)
+	}
+}
+
+func TestRefreshKeepsARenderThatArrivedDuringTheCall(t *testing.T) {
+	// The app rendered 1.0.0 again (say, from a replica whose cache was older)
+	// while the patch was under way: that render is what the app shows, so the
+	// next pass sees the change again (after the interval).
+	f := newLoop(t, 100)
+	f.batch.set("reg/web", "1.1.0")
+	f.remember(t, render("web", map[string]string{"reg/web": "1.0.0"}))
+	f.notifier.during = func() {
+		f.clock.advance(time.Second)
+		f.remember(t, render("web", map[string]string{"reg/web": "1.0.0"}))
+	}
+	f.loop.Pass(context.Background())
+	f.notifier.during = nil
+	f.clock.advance(3 * time.Minute)
+	f.loop.Pass(context.Background())
+	if n := f.refreshes(outcomeRequested); n != 2 {
+		t.Errorf("requested %d, want 2", n)
+	}
+}
+
+func TestTrackerDropsWhatAppsNoLongerUse(t *testing.T) {
+	f := newLoop(t, 10)
+	a := render("app", map[string]string{"reg/web": "1.0.0"})
+	b := render("app", map[string]string{"reg/api": "2.0.0"})
+	b.Path = "apps/old-path"
+	f.remember(t, b)
+	f.clock.advance(24 * time.Hour)
+	f.remember(t, a)
+	f.clock.advance(2 * time.Hour)
+	f.tracker.expire() // the old path was last rendered 26h ago
+	if snap := f.tracker.snapshot(); len(snap) != 1 || len(snap[0].images) != 1 || snap[0].images[0].Request.Image != "reg/web" {
+		t.Errorf("after the old path's forgetAfter: %+v", snap)
+	}
+	// The app's render now resolves no image: nothing left to watch.
+	a.Images = nil
+	f.remember(t, a)
+	if f.tracker.Len() != 0 || f.forgotten("no-images") != 1 {
+		t.Errorf("tracked %v after a render without images", names(f.tracker))
 	}
 }
 
@@ -425,7 +503,7 @@ func TestRenderOf(t *testing.T) {
 			t.Errorf("remembered %+v", env)
 		}
 	}
-	if _, ok := RenderOf(env, &pipeline.Report{}); ok {
-		t.Error("remembered a render that resolved nothing")
+	if r, ok := RenderOf(env, &pipeline.Report{}); !ok || len(r.Images) != 0 {
+		t.Errorf("a render that resolved nothing: %+v, %v; want a Render without images", r, ok)
 	}
 }

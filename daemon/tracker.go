@@ -41,8 +41,9 @@ type RenderedImage struct {
 
 // RenderOf is the Render to remember of a render of env that produced report. It
 // returns false for what is not remembered: streamed sources (argocd app diff
-// --local, whose revision is no commit), renders without an app name (preview, a
-// CLI run) and renders that resolved nothing.
+// --local, whose revision is no commit) and renders without an app name (preview,
+// a CLI run). A render that resolved nothing has no Images: remembering it drops
+// what the source watched before.
 func RenderOf(env *plugin.Env, report *pipeline.Report) (Render, bool) {
 	if env == nil || report == nil || env.Streamed || env.AppName == "" {
 		return Render{}, false
@@ -58,9 +59,6 @@ func RenderOf(env *plugin.Env, report *pipeline.Report) (Render, bool) {
 		}
 		r.Images = append(r.Images, im)
 	}
-	if len(r.Images) == 0 {
-		return Render{}, false
-	}
 	return r, true
 }
 
@@ -75,6 +73,7 @@ func sameRequest(a, b resolve.Request) bool {
 type trackedSource struct {
 	repoURL, path, revision string
 	images                  []RenderedImage
+	rendered                time.Time
 }
 
 // trackedApp is an app the refresh loop watches.
@@ -139,7 +138,19 @@ func (t *Tracker) Remember(r Render) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
+	key := r.RepoURL + "\x00" + r.Path
 	a, ok := t.apps[r.App]
+	if len(r.Images) == 0 {
+		// Nothing to watch in this source (any more).
+		if ok {
+			delete(a.sources, key)
+			if len(a.sources) == 0 {
+				t.dropLocked(a, "no-images")
+			}
+			t.m.TrackedApps.Set(float64(len(t.apps)))
+		}
+		return nil
+	}
 	if !ok {
 		a = &trackedApp{name: r.App, app: app, sources: map[string]*trackedSource{}}
 		a.elem = t.order.PushFront(a)
@@ -148,7 +159,7 @@ func (t *Tracker) Remember(r Render) error {
 		t.order.MoveToFront(a.elem)
 	}
 	a.rendered = now
-	a.sources[r.RepoURL+"\x00"+r.Path] = &trackedSource{repoURL: r.RepoURL, path: r.Path, revision: r.Revision, images: slices.Clone(r.Images)}
+	a.sources[key] = &trackedSource{repoURL: r.RepoURL, path: r.Path, revision: r.Revision, images: slices.Clone(r.Images), rendered: now}
 	// The app rendered again: what it shows now is what the loop compares against.
 	a.pendingSince, a.attempts, a.nextAttempt = time.Time{}, 0, time.Time{}
 	for len(t.apps) > t.max {
@@ -175,18 +186,23 @@ func (t *Tracker) dropLocked(a *trackedApp, reason string) {
 	t.m.Forgotten.WithLabelValues(reason).Inc()
 }
 
-// expire forgets the apps not rendered within forgetAfter.
+// expire forgets the apps not rendered within forgetAfter, and the sources of an
+// app not rendered within forgetAfter (a path the app no longer uses).
 func (t *Tracker) expire() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	cutoff := t.now().Add(-t.forgetAfter)
 	for e := t.order.Back(); e != nil; {
 		a := e.Value.(*trackedApp)
-		if !a.rendered.Before(cutoff) {
-			break
-		}
 		e = e.Prev()
-		t.dropLocked(a, "idle")
+		for k, s := range a.sources {
+			if s.rendered.Before(cutoff) {
+				delete(a.sources, k)
+			}
+		}
+		if len(a.sources) == 0 {
+			t.dropLocked(a, "idle")
+		}
 	}
 	t.m.TrackedApps.Set(float64(len(t.apps)))
 }
