@@ -135,13 +135,13 @@ type Lab struct {
 	// SidecarKubeconfig is the sidecar's KUBECONFIG: the token of the
 	// argocd-repo-server ServiceAccount, with only what deploy/rbac.yaml grants.
 	SidecarKubeconfig string
-	redisAddr   string
-	kubeURL     string // https://127.0.0.1:PORT of kube-apiserver
-	kubeToken   string
-	gitSrv      *http.Server
-	cliLog      *os.File
-	cliMu       sync.Mutex
-	StartedIn   time.Duration
+	redisAddr         string
+	kubeURL           string // https://127.0.0.1:PORT of kube-apiserver
+	kubeToken         string
+	gitSrv            *http.Server
+	cliLog            *os.File
+	cliMu             sync.Mutex
+	StartedIn         time.Duration
 }
 
 const (
