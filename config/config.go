@@ -82,6 +82,9 @@ type Config struct {
 	ForgetAfter time.Duration
 	// MaxTrackedApps bounds the apps tracked; the least recently rendered go first.
 	MaxTrackedApps int
+
+	// Git is how pins are committed (pin-mode write and use).
+	Git GitConfig
 }
 
 // Values of Refresh.
@@ -225,6 +228,11 @@ refreshInterval: 3m                    # at most one refresh per app in this tim
 controlPlaneNamespace: argocd          # namespace of Applications named without one
 forgetAfter: 25h                       # apps not rendered for this long are no longer watched
 maxTrackedApps: 10000                  # apps watched at most (least recently rendered forgotten first)
+git:                                   # how pins are committed (apps with pin-mode write or use)
+  author: "argocd-image-resolver <argocd-image-resolver@localhost>"
+  batchWindow: 2s                      # changes for one repository and branch within this time: one commit
+  credentials:                         # HTTPS, longest prefix wins; other repositories are tried without
+    - {prefix: "https://git.example.com/org/", username: bot, passwordFile: /etc/argocd-image-resolver/git-token}
 `
 
 // Settings lists every configuration value with its YAML key, environment variable

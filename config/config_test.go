@@ -120,6 +120,12 @@ func TestConfigErrors(t *testing.T) {
 		{"refresh interval", "", []string{"--refresh-interval", "0s"}, nil, []string{"--refresh-interval", "at least 1s"}},
 		{"control-plane namespace", "", nil, map[string]string{"IMAGE_RESOLVER_CONTROL_PLANE_NAMESPACE": "Argo_CD"}, []string{"IMAGE_RESOLVER_CONTROL_PLANE_NAMESPACE", "Argo_CD", "namespace name"}},
 		{"max tracked apps", "maxTrackedApps: 0\n", nil, nil, []string{"maxTrackedApps", "at least 1"}},
+		{"git unknown key", "git: {autor: x}\n", nil, nil, []string{"git", "autor", "accepted keys"}},
+		{"git author", "git: {author: nobody}\n", nil, nil, []string{"git.author", "nobody", "Name <email>"}},
+		{"git credential prefix", "git: {credentials: [{prefix: git.example.com, passwordEnv: T}]}\n", nil, nil, []string{"git.credentials[0].prefix", "https://"}},
+		{"git credential secret", "git: {credentials: [{prefix: 'https://g/', passwordEnv: T, passwordFile: /f}]}\n", nil, nil, []string{"git.credentials[0]", "exactly one of passwordFile and passwordEnv"}},
+		{"git message", "git: {message: '{{.Apps'}\n", nil, nil, []string{"git.message", "text/template"}},
+		{"git batch window", "git: {batchWindow: soon}\n", nil, nil, []string{"soon", "Go duration"}},
 		{"two registries sources", "registries: [{prefix: ghcr.io}]\n", nil, map[string]string{RegistriesConfigEnv: "/x.yaml"}, []string{RegistriesConfigEnv, "one place"}},
 	}
 	for _, tt := range tests {
@@ -288,5 +294,38 @@ func TestFlagsAreTyped(t *testing.T) {
 	}
 	if got := fs.Lookup("tag-ttl").DefValue; got != "2m" {
 		t.Errorf("--tag-ttl default %q", got)
+	}
+}
+
+func TestGitCredentialFor(t *testing.T) {
+	secret := writeFile(t, "token", "s3cret\n")
+	t.Setenv("ORG_TOKEN", "env-token")
+	g := GitConfig{Credentials: []GitCredential{
+		{Prefix: "https://git.example.com/", Username: "bot", PasswordFile: secret},
+		{Prefix: "https://git.example.com/org/", PasswordEnv: "ORG_TOKEN"},
+		{Prefix: "https://git.example.com/unset/", PasswordEnv: "NOT_SET_ANYWHERE"},
+	}}
+	if err := g.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		url, user, pass string
+		ok              bool
+	}{
+		{"https://git.example.com/team/apps.git", "bot", "s3cret", true},
+		{"https://git.example.com/org/apps.git", "git", "env-token", true}, // the longest prefix wins
+		{"https://other.example.com/apps.git", "", "", false},
+	} {
+		u, p, ok, err := g.CredentialFor(tc.url)
+		if err != nil || u != tc.user || p != tc.pass || ok != tc.ok {
+			t.Errorf("%s: %q %q %v %v", tc.url, u, p, ok, err)
+		}
+	}
+	_, _, _, err := g.CredentialFor("https://git.example.com/unset/apps.git")
+	if err == nil || !strings.Contains(err.Error(), "NOT_SET_ANYWHERE") {
+		t.Errorf("unset variable: %v", err)
+	}
+	if name, email := (GitConfig{}).GitAuthor(); name != "argocd-image-resolver" || email != "argocd-image-resolver@localhost" {
+		t.Errorf("default author %s <%s>", name, email)
 	}
 }

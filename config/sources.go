@@ -27,7 +27,7 @@ func fileKeys() []string {
 	for _, s := range Settings() {
 		keys = append(keys, s.Key)
 	}
-	return append(keys, "registries")
+	return append(keys, "registries", "git")
 }
 
 // LoadFile applies a YAML configuration file. Unknown keys are errors; bad values
@@ -81,6 +81,12 @@ func (c *Config) ParseFile(source string, raw []byte) error {
 			if err := c.parseRateLimits(field, v); err != nil {
 				return err
 			}
+		case "git":
+			g, err := parseGit(source, v)
+			if err != nil {
+				return err
+			}
+			c.Git = g
 		default:
 			set, _ := settingByKey(k)
 			s, err := scalar(v)
@@ -218,7 +224,7 @@ func (c *Config) Validate() error {
 		}
 		seen[cp.Registry] = true
 	}
-	return nil
+	return c.Git.Validate()
 }
 
 // ---- flags ----
