@@ -1,0 +1,615 @@
+package pin
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// yamlFile is one YAML document being read or edited by a target. Edits change
+// the node tree (kyaml's yaml.v3 nodes); the output is then either the original
+// bytes with only the changed values spliced in (when every change was a value on
+// one line, a key added after a one-line key, or a one-line key removed) or, when
+// the change is structural (a new list entry, a new mapping), the tree encoded by
+// kyaml with the file's indentation and list style, which keeps comments and key
+// order but respaces comments and values; the blank lines of the file are put
+// back. The spliced text, and the blank lines put back, are kept only when the
+// result parses back into the very tree the edits made: the YAML is the same
+// whichever way it is written.
+type yamlFile struct {
+	name  string // the file, for messages
+	src   []byte
+	lines []int // byte offset of each line's start
+	doc   *kyaml.Node
+	// ops are the pending splices; byNode finds the replacement of a node.
+	ops        []*yamlSplice
+	byNode     map[*kyaml.Node]*yamlSplice
+	changed    bool
+	structural bool
+	// indent and wide are the file's layout for encoding: spaces per level, and
+	// whether list items are indented under their key.
+	indent int
+	wide   bool
+}
+
+// yamlSplice replaces src[start:end] by text.
+type yamlSplice struct {
+	start, end int
+	text       string
+	seq        int
+}
+
+// parseYAMLFile parses content, which must hold at most one YAML document whose
+// content is a mapping (or nothing).
+func parseYAMLFile(name string, content []byte) (*yamlFile, error) {
+	f := &yamlFile{name: name, src: content, byNode: map[*kyaml.Node]*yamlSplice{}}
+	f.lines = append(f.lines, 0)
+	for i, c := range content {
+		if c == '\n' {
+			f.lines = append(f.lines, i+1)
+		}
+	}
+	dec := kyaml.NewDecoder(bytes.NewReader(content))
+	var doc kyaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("file %s: %s", name, oneLineMsg(err.Error()))
+		}
+		doc = kyaml.Node{Kind: kyaml.DocumentNode}
+	}
+	var extra kyaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, fmt.Errorf("file %s: %s", name, oneLineMsg(err.Error()))
+		}
+		return nil, fmt.Errorf("file %s (line %d): more than one YAML document (accepted: one document, a mapping)", name, extra.Line)
+	}
+	if doc.Kind != kyaml.DocumentNode {
+		doc = kyaml.Node{Kind: kyaml.DocumentNode, Content: []*kyaml.Node{&doc}}
+	}
+	f.doc = &doc
+	f.indent, f.wide = yamlLayout(f.doc, string(content))
+	if r := f.root(); r != nil && r.Kind != kyaml.MappingNode {
+		return nil, fmt.Errorf("file %s (line %d): the document is %s (accepted: a mapping)", name, r.Line, describeNode(r))
+	}
+	return f, nil
+}
+
+// root is the document's mapping; nil when the document is empty or null.
+func (f *yamlFile) root() *kyaml.Node {
+	if len(f.doc.Content) == 0 || isNullNode(f.doc.Content[0]) {
+		return nil
+	}
+	return f.doc.Content[0]
+}
+
+// ensureRoot returns the document's mapping, creating it in an empty document.
+func (f *yamlFile) ensureRoot() *kyaml.Node {
+	if r := f.root(); r != nil {
+		return r
+	}
+	m := newMappingNode()
+	if len(f.doc.Content) > 0 {
+		old := f.doc.Content[0]
+		m.HeadComment, m.LineComment, m.FootComment = old.HeadComment, old.LineComment, old.FootComment
+	}
+	f.doc.Content = []*kyaml.Node{m}
+	f.markStructural()
+	return m
+}
+
+func (f *yamlFile) markStructural() {
+	f.changed = true
+	f.structural = true
+}
+
+// keyPath spells a path of keys for messages: images[2].newTag, pins.web.
+func joinKeyPath(parent string, key string) string {
+	if parent == "" {
+		return key
+	}
+	return parent + "." + key
+}
+
+// where names a place of the file for messages: "file F key K (line N)".
+func (f *yamlFile) where(path string, n *kyaml.Node) string {
+	s := "file " + f.name
+	if path != "" {
+		s += " key " + path
+	}
+	if n != nil && n.Line > 0 {
+		s += fmt.Sprintf(" (line %d)", n.Line)
+	}
+	return s
+}
+
+// field finds key in mapping m: its key and value nodes, nil when absent. A key
+// written twice is an error; so is a value that is a YAML alias.
+func (f *yamlFile) field(m *kyaml.Node, path, key string) (k, v *kyaml.Node, err error) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		kn := m.Content[i]
+		if kn.Kind != kyaml.ScalarNode || kn.Value != key {
+			continue
+		}
+		if k != nil {
+			return nil, nil, fmt.Errorf("%s: written twice (lines %d and %d)", f.where(joinKeyPath(path, key), nil), k.Line, kn.Line)
+		}
+		k, v = kn, m.Content[i+1]
+	}
+	if v != nil && v.Kind == kyaml.AliasNode {
+		return nil, nil, fmt.Errorf("%s: a YAML alias (*%s) is not supported here (accepted: the value itself)", f.where(joinKeyPath(path, key), v), v.Value)
+	}
+	return k, v, nil
+}
+
+// fieldIndex is the index in m.Content of key's key node, -1 when absent.
+func fieldIndex(m *kyaml.Node, key string) int {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if kn := m.Content[i]; kn.Kind == kyaml.ScalarNode && kn.Value == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// scalarValue is the text of a scalar value ("" for null), or an error naming
+// the key when the value is a mapping or a list.
+func (f *yamlFile) scalarValue(path string, v *kyaml.Node) (string, error) {
+	if v == nil || isNullNode(v) {
+		return "", nil
+	}
+	if v.Kind != kyaml.ScalarNode {
+		return "", fmt.Errorf("%s: is %s (accepted: a string)", f.where(path, v), describeNode(v))
+	}
+	return v.Value, nil
+}
+
+// setScalar makes the existing scalar v the string value; nothing changes when it
+// already is. The original quoting style is kept; a value that would not read
+// back as a string (1.10, yes, 0777) is double-quoted.
+func (f *yamlFile) setScalar(path string, v *kyaml.Node, value string) error {
+	if v.Kind != kyaml.ScalarNode {
+		return fmt.Errorf("%s: is %s (accepted: a string)", f.where(path, v), describeNode(v))
+	}
+	if v.Anchor != "" {
+		return fmt.Errorf("%s: has a YAML anchor (&%s) other values may use; not supported (accepted: a value without anchor)", f.where(path, v), v.Anchor)
+	}
+	if v.Value == value && v.ShortTag() == "!!str" && !(v.Style == 0 && kyaml.IsYaml1_1NonString(v)) {
+		return nil
+	}
+	orig := *v
+	text, style, ok := renderScalar(value, v.Style&(kyaml.DoubleQuotedStyle|kyaml.SingleQuotedStyle))
+	v.Value, v.Tag, v.Style = value, "!!str", style
+	f.changed = true
+	if !ok {
+		f.structural = true
+		return nil
+	}
+	if op := f.byNode[v]; op != nil {
+		op.text = text
+		return nil
+	}
+	start, end, ok := f.extent(&orig)
+	if !ok {
+		f.structural = true
+		return nil
+	}
+	op := &yamlSplice{start: start, end: end, text: text, seq: len(f.ops)}
+	f.ops = append(f.ops, op)
+	f.byNode[v] = op
+	return nil
+}
+
+// setField sets key of mapping m (at path) to the string value. A missing key is
+// added after the last key of m that comes before it in order (keys not in order
+// count as coming first), or first when there is none.
+func (f *yamlFile) setField(m *kyaml.Node, path, key, value string, order []string) error {
+	k, v, err := f.field(m, path, key)
+	if err != nil {
+		return err
+	}
+	if k != nil {
+		return f.setScalar(joinKeyPath(path, key), v, value)
+	}
+	text, style, ok := renderScalar(value, 0)
+	nv := &kyaml.Node{Kind: kyaml.ScalarNode, Tag: "!!str", Value: value, Style: style}
+	return f.insertField(m, key, nv, text, ok, order)
+}
+
+// insertField adds key: v to m at its place in order; text is v's one-line
+// rendering when ok.
+func (f *yamlFile) insertField(m *kyaml.Node, key string, v *kyaml.Node, text string, ok bool, order []string) error {
+	rank := slices.Index(order, key)
+	at := 0 // index in m.Content of the new key
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if r := slices.Index(order, m.Content[i].Value); rank < 0 || r < rank {
+			at = i + 2
+		}
+	}
+	kn := &kyaml.Node{Kind: kyaml.ScalarNode, Tag: "!!str", Value: key}
+	m.Content = slices.Insert(m.Content, at, kn, v)
+	f.changed = true
+	if !ok || at == 0 || m.Style&kyaml.FlowStyle != 0 {
+		f.structural = true
+		return nil
+	}
+	// A splice: a new line after the previous key, when that key and its value
+	// are on one line.
+	pk, pv := m.Content[at-2], m.Content[at-1]
+	if pk.Line == 0 || pv.Line != pk.Line || pv.Kind != kyaml.ScalarNode {
+		f.structural = true
+		return nil
+	}
+	if _, _, ok := f.extent(pv); !ok && f.byNode[pv] == nil { // a value spliced already is on one line
+		f.structural = true
+		return nil
+	}
+	keyText, _, ok := renderScalar(key, 0)
+	if !ok {
+		f.structural = true
+		return nil
+	}
+	pos := len(f.src)
+	prefix := ""
+	if pk.Line < len(f.lines) {
+		pos = f.lines[pk.Line]
+	} else if len(f.src) > 0 && f.src[len(f.src)-1] != '\n' {
+		prefix = "\n"
+	}
+	eol := "\n"
+	if pos >= 2 && f.src[pos-2] == '\r' {
+		eol = "\r\n"
+	}
+	line := prefix + strings.Repeat(" ", pk.Column-1) + keyText + ": " + text + eol
+	f.ops = append(f.ops, &yamlSplice{start: pos, end: pos, text: line, seq: len(f.ops)})
+	return nil
+}
+
+// removeField removes key from mapping m, if there.
+func (f *yamlFile) removeField(m *kyaml.Node, key string) {
+	i := fieldIndex(m, key)
+	if i < 0 {
+		return
+	}
+	k, v := m.Content[i], m.Content[i+1]
+	m.Content = slices.Delete(m.Content, i, i+2)
+	f.changed = true
+	// A splice: the line of a one-line key: value that holds nothing else.
+	if k.Line == 0 || v.Line != k.Line || v.Kind != kyaml.ScalarNode || f.byNode[v] != nil || m.Style&kyaml.FlowStyle != 0 {
+		f.structural = true
+		return
+	}
+	_, end, ok := f.extent(v)
+	if !ok || k.Line >= len(f.lines) {
+		f.structural = true
+		return
+	}
+	start := f.lines[k.Line-1]
+	next := f.lines[k.Line]
+	before := string(f.src[start:f.offset(k)])
+	after := strings.TrimLeft(string(f.src[end:next]), " \t")
+	if strings.TrimLeft(before, " ") != "" || !(after == "\n" || after == "\r\n" || strings.HasPrefix(after, "#")) {
+		f.structural = true
+		return
+	}
+	f.ops = append(f.ops, &yamlSplice{start: start, end: next, seq: len(f.ops)})
+}
+
+// offset is the byte offset of n's first character in src, -1 when unknown.
+func (f *yamlFile) offset(n *kyaml.Node) int {
+	if n.Line <= 0 || n.Line > len(f.lines) || n.Column <= 0 {
+		return -1
+	}
+	off := f.lines[n.Line-1]
+	for c := 1; c < n.Column; c++ {
+		if off >= len(f.src) || f.src[off] == '\n' {
+			return -1
+		}
+		_, w := utf8.DecodeRune(f.src[off:])
+		off += w
+	}
+	return off
+}
+
+// extent finds the bytes of the one-line scalar n in src: [start, end). ok is
+// false when the scalar is not one that can be spliced (a block scalar, a plain
+// scalar over several lines, one with a tag or an anchor).
+func (f *yamlFile) extent(n *kyaml.Node) (start, end int, ok bool) {
+	start = f.offset(n)
+	if start < 0 || n.Kind != kyaml.ScalarNode || n.Anchor != "" {
+		return 0, 0, false
+	}
+	lineEnd := len(f.src)
+	if i := bytes.IndexByte(f.src[start:], '\n'); i >= 0 {
+		lineEnd = start + i
+	}
+	line := f.src[start:lineEnd]
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	switch {
+	case n.Style == kyaml.DoubleQuotedStyle:
+		if len(line) == 0 || line[0] != '"' {
+			return 0, 0, false
+		}
+		for i := 1; i < len(line); i++ {
+			switch line[i] {
+			case '\\':
+				i++
+			case '"':
+				return start, start + i + 1, true
+			}
+		}
+	case n.Style == kyaml.SingleQuotedStyle:
+		if len(line) == 0 || line[0] != '\'' {
+			return 0, 0, false
+		}
+		for i := 1; i < len(line); i++ {
+			if line[i] == '\'' {
+				if i+1 < len(line) && line[i+1] == '\'' {
+					i++
+					continue
+				}
+				return start, start + i + 1, true
+			}
+		}
+	case n.Style == 0:
+		raw := string(line)
+		if i := strings.Index(raw, " #"); i >= 0 {
+			raw = raw[:i]
+		}
+		if i := strings.Index(raw, "\t#"); i >= 0 {
+			raw = raw[:i]
+		}
+		if raw = strings.TrimRight(raw, " \t"); raw == n.Value && raw != "" {
+			return start, start + len(raw), true
+		}
+		// in a flow collection: the scalar ends before , ] or }
+		raw = string(line)
+		if i := strings.IndexAny(raw, ",]}"); i >= 0 {
+			if raw = strings.TrimRight(raw[:i], " \t"); raw == n.Value && raw != "" {
+				return start, start + len(raw), true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
+// bytes is the edited file: content unchanged when nothing changed, the spliced
+// original when that reads back as the edited tree, else the tree encoded.
+func (f *yamlFile) bytes() ([]byte, error) {
+	if !f.changed {
+		return f.src, nil
+	}
+	want, err := f.encode(f.doc)
+	if err != nil {
+		return nil, err
+	}
+	if !f.structural {
+		out := f.spliced()
+		if g, err := parseYAMLFile(f.name, out); err == nil {
+			if got, err := f.encode(g.doc); err == nil && bytes.Equal(got, want) {
+				return out, nil
+			}
+		}
+	}
+	if len(f.src) > 0 {
+		// The tree as encoded loses blank lines; put them back where that
+		// changes nothing.
+		out := restoreBlankLines(f.src, want)
+		if g, err := parseYAMLFile(f.name, out); err == nil {
+			if got, err := f.encode(g.doc); err == nil && bytes.Equal(got, want) {
+				want = out
+			}
+		}
+	}
+	switch {
+	case onlyComments(f.src):
+		// A document of comments alone parses as nothing: keep them on top.
+		want = append(append(bytes.TrimRight(slices.Clone(f.src), " \t\r\n"), '\n'), want...)
+	case bytes.HasPrefix(f.src, []byte("---\n")) || bytes.HasPrefix(f.src, []byte("---\r\n")):
+		want = append([]byte("---\n"), want...)
+	}
+	if n := bytes.Count(f.src, []byte("\n")); n > 0 && bytes.Count(f.src, []byte("\r\n")) == n {
+		want = bytes.ReplaceAll(want, []byte("\n"), []byte("\r\n"))
+	}
+	return want, nil
+}
+
+// onlyComments reports whether src has comment lines and nothing else but
+// blank lines and document markers.
+func onlyComments(src []byte) bool {
+	comment := false
+	for _, l := range strings.Split(string(src), "\n") {
+		switch t := strings.TrimSpace(l); {
+		case strings.HasPrefix(t, "#"):
+			comment = true
+		case t != "" && t != "---":
+			return false
+		}
+	}
+	return comment
+}
+
+func (f *yamlFile) spliced() []byte {
+	ops := slices.Clone(f.ops)
+	slices.SortStableFunc(ops, func(a, b *yamlSplice) int {
+		if a.start != b.start {
+			return a.start - b.start
+		}
+		return a.seq - b.seq
+	})
+	var out []byte
+	pos := 0
+	for _, op := range ops {
+		if op.start < pos {
+			// overlapping splices cannot happen (each node is replaced once,
+			// insertions are at line starts); be safe all the same.
+			return nil
+		}
+		out = append(out, f.src[pos:op.start]...)
+		out = append(out, op.text...)
+		pos = op.end
+	}
+	return append(out, f.src[pos:]...)
+}
+
+// encode writes doc as kyaml does, with the file's indentation.
+func (f *yamlFile) encode(doc *kyaml.Node) ([]byte, error) {
+	var b bytes.Buffer
+	e := kyaml.NewEncoder(&b)
+	e.SetIndent(f.indent)
+	if f.wide {
+		e.DefaultSeqIndent()
+	} else {
+		e.CompactSeqIndent()
+	}
+	if err := e.Encode(doc); err != nil {
+		return nil, fmt.Errorf("file %s: encode: %w", f.name, err)
+	}
+	if err := e.Close(); err != nil {
+		return nil, fmt.Errorf("file %s: encode: %w", f.name, err)
+	}
+	return b.Bytes(), nil
+}
+
+// layout finds how the file is indented: the indentation of its first nested
+// block mapping (2 when none, or an odd one), and whether the items of its
+// first block list under a key are indented (kyaml's guess when there is none).
+func yamlLayout(doc *kyaml.Node, src string) (indent int, wide bool) {
+	indent, wide = 0, kyaml.DeriveSeqIndentStyle(src) == string(kyaml.WideSequenceStyle)
+	seqFound := false
+	stack := []*kyaml.Node{doc}
+	for steps := 0; len(stack) > 0 && steps < 100000 && (indent == 0 || !seqFound); steps++ {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if n.Style&kyaml.FlowStyle != 0 {
+			continue
+		}
+		if n.Kind == kyaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				switch {
+				case v.Style&kyaml.FlowStyle != 0 || len(v.Content) == 0 || v.Line <= k.Line:
+				case v.Kind == kyaml.MappingNode && indent == 0:
+					if d := v.Column - k.Column; d >= 2 && d <= 8 {
+						indent = d
+					}
+				case v.Kind == kyaml.SequenceNode && !seqFound:
+					seqFound, wide = true, v.Column > k.Column
+				}
+			}
+		}
+		for i := len(n.Content) - 1; i >= 0; i-- {
+			stack = append(stack, n.Content[i])
+		}
+	}
+	if indent == 0 {
+		indent = kyaml.DefaultIndent
+	}
+	return indent, wide
+}
+
+// restoreBlankLines puts back into out, the encoded tree, the blank lines src
+// had before the lines out still has: an encoder drops them. Lines are matched
+// by their text without indentation, in order.
+func restoreBlankLines(src, out []byte) []byte {
+	type line struct {
+		text   string
+		blanks int
+	}
+	var orig []line
+	blanks := 0
+	for _, l := range strings.Split(string(src), "\n") {
+		t := strings.TrimSpace(l)
+		if t == "" {
+			blanks++
+			continue
+		}
+		orig = append(orig, line{t, blanks})
+		blanks = 0
+	}
+	const window = 64
+	var b strings.Builder
+	j := 0
+	for i, l := range strings.SplitAfter(string(out), "\n") {
+		if t := strings.TrimSpace(l); t != "" {
+			for k := j; k < len(orig) && k < j+window; k++ {
+				if orig[k].text == t {
+					if i > 0 {
+						b.WriteString(strings.Repeat("\n", orig[k].blanks))
+					}
+					j = k + 1
+					break
+				}
+			}
+		}
+		b.WriteString(l)
+	}
+	return []byte(b.String())
+}
+
+// renderScalar spells value as a one-line YAML string scalar in style (0 for
+// plain when possible); ok is false when it takes more than one line.
+func renderScalar(value string, style kyaml.Style) (text string, used kyaml.Style, ok bool) {
+	n := &kyaml.Node{Kind: kyaml.ScalarNode, Tag: "!!str", Value: value, Style: style}
+	if n.Style == 0 && kyaml.IsYaml1_1NonString(n) {
+		n.Style = kyaml.DoubleQuotedStyle
+	}
+	out, err := kyaml.Marshal(n)
+	if err != nil {
+		return "", n.Style, false
+	}
+	text = strings.TrimSuffix(string(out), "\n")
+	return text, n.Style, !strings.ContainsAny(text, "\n\r")
+}
+
+// stringNode is a new string scalar, quoted when it would not read back as one.
+func newStringNode(value string) *kyaml.Node {
+	_, style, _ := renderScalar(value, 0)
+	return &kyaml.Node{Kind: kyaml.ScalarNode, Tag: "!!str", Value: value, Style: style}
+}
+
+func newMappingNode() *kyaml.Node {
+	return &kyaml.Node{Kind: kyaml.MappingNode, Tag: "!!map"}
+}
+
+func isNullNode(n *kyaml.Node) bool {
+	return n == nil || n.Kind == 0 || (n.Kind == kyaml.ScalarNode && n.ShortTag() == "!!null")
+}
+
+// describe names what a node is, for messages: "a mapping", "the number 1.1".
+func describeNode(n *kyaml.Node) string {
+	switch n.Kind {
+	case kyaml.DocumentNode:
+		return "a document"
+	case kyaml.SequenceNode:
+		return "a list"
+	case kyaml.MappingNode:
+		return "a mapping"
+	case kyaml.AliasNode:
+		return "a YAML alias"
+	case kyaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!str":
+			return fmt.Sprintf("the string %q", n.Value)
+		case "!!int", "!!float":
+			return "the number " + n.Value
+		case "!!bool":
+			return "the boolean " + n.Value
+		case "!!null":
+			return "null"
+		}
+		return "the scalar " + n.Value
+	}
+	return "empty"
+}
+
+// oneLine folds a multi-line parser message.
+func oneLineMsg(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
