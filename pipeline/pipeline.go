@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/render"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
@@ -56,8 +57,12 @@ type Substitution struct {
 	// NewRef is the reference written into the field: the image as the manifest
 	// spelled it, with the resolved tag (and digest when pinned).
 	NewRef string
+	// FromPin is the pin the field was rendered from (pin-mode use, an alias with a
+	// pin in git); nil when it was resolved live.
+	FromPin *pin.Pin
 
-	reqIdx int // index of Request in the batch (identical requests are sent once)
+	reqIdx  int    // index of Request in the batch (identical requests are sent once)
+	pinFile string // the target's file, when FromPin
 }
 
 // Report is what a render did, for preview and stderr.
@@ -71,6 +76,11 @@ type Report struct {
 	// Refresh is the app's refresh mode (plugin.RefreshHard, or RefreshOff when it
 	// opted out of the daemon's refresh loop).
 	Refresh string
+	// PinMode and Pins are the app's pin settings; Held the pins its target held
+	// at this render (pin-mode write or use), by alias.
+	PinMode string
+	Pins    plugin.PinSettings
+	Held    map[string]pin.Pin
 }
 
 // Render runs the whole CMP render of the app in dir: policy, source, image fields,
@@ -99,7 +109,12 @@ func (p *Pipeline) Render(ctx context.Context, dir string, env *plugin.Env) ([]b
 	if err != nil {
 		return nil, nil, err
 	}
-	report := &Report{Kind: rendered.Kind, Notes: pol.Warnings, Refresh: pol.Refresh}
+	report := &Report{Kind: rendered.Kind, Notes: pol.Warnings, Refresh: pol.Refresh, PinMode: pol.PinMode, Pins: pol.Pins}
+	if pol.PinMode != plugin.PinOff {
+		if report.Held, err = readPins(dir, pol); err != nil {
+			return nil, report, err
+		}
+	}
 	defaults := p.settings.DefaultPlatforms
 
 	var reqs []resolve.Request
@@ -119,6 +134,11 @@ func (p *Pipeline) Render(ctx context.Context, dir string, env *plugin.Env) ([]b
 			spec.Platforms = resolve.PlatformStrings(defaults)
 		}
 		req := resolve.Request{Image: ip.Written, Policy: spec}
+		if held, ok := report.Held[ip.Alias]; ok && pol.PinMode == plugin.PinUse {
+			// Rendered from git: no registry access.
+			report.Substitutions = append(report.Substitutions, &Substitution{Use: u, Policy: ip, Request: req, FromPin: &held, pinFile: pol.Pins.Target.File(), reqIdx: -1})
+			continue
+		}
 		key := ip.Written + "\x00" + strings.Join(spec.Platforms, ",")
 		i, ok := index[key]
 		if !ok {
@@ -149,6 +169,10 @@ func (p *Pipeline) Render(ctx context.Context, dir string, env *plugin.Env) ([]b
 		return nil, report, fmt.Errorf("resolve %d images: got %d answers", len(reqs), len(answers))
 	}
 	for _, s := range report.Substitutions {
+		if s.FromPin != nil {
+			s.NewRef = pinnedReference(s.Use.Image.Written, *s.FromPin)
+			continue
+		}
 		s.Answer = answers[s.reqIdx]
 		if err := s.Answer.Err(); err != nil {
 			i := slices.IndexFunc(failures, func(f *failure) bool { return f.alias == s.Policy.Alias && f.err.Error() == err.Error() })
@@ -197,6 +221,10 @@ func rewrite(subs []*Substitution) error {
 			n = &notes{}
 			byObj[obj] = n
 			order = append(order, s)
+		}
+		if s.FromPin != nil {
+			n.resolved = appendUnique(n.resolved, fmt.Sprintf("%s=%s (pinned in %s)", s.Policy.Alias, s.NewRef, s.pinFile))
+			continue
 		}
 		res := s.Answer.Result
 		n.resolved = appendUnique(n.resolved, fmt.Sprintf("%s=%s (%s)", s.Policy.Alias, s.NewRef, Describe(s.Request, res)))

@@ -98,14 +98,14 @@ var migrationGlobal = map[string]string{
 	"force-update":       migrationKeys["force-update"],
 	"pull-secret":        migrationKeys["pull-secret"],
 	"write-back-method":  "not needed: the rendered manifests carry the resolved tags; to record them in git use parameter pin-mode (write or use)",
-	"write-back-target":  "not needed: pins are written to .argocd-image-resolver.pins.yaml beside the app when parameter pin-mode is write or use",
-	"git-branch":         "not needed: pins are committed to the Application's source branch when parameter pin-mode is write or use",
+	"write-back-target":  "named pin-target here (pins, kustomization or helmvalues:<path>), with parameter pin-mode write or use",
+	"git-branch":         "named pin-branch here; pins are committed to the Application's source branch by default, with parameter pin-mode write or use",
 	"git-repository":     "not needed: pins are committed to the Application's source repository when parameter pin-mode is write or use",
 	"git-commit-message": "not supported per Application: the pin commit message is configured on the sidecar by the operator",
 }
 
 func globalNames() []string {
-	return []string{ParamImageList, ParamPinMode, ParamRefresh, ParamValuesFiles, ParamHelmParameters, ParamValues}
+	return []string{ParamImageList, ParamPinMode, ParamPinTarget, ParamPinBranch, ParamRefresh, ParamValuesFiles, ParamHelmParameters, ParamValues}
 }
 
 // acceptedParams describes every accepted parameter name, for unknown-name errors.

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -75,6 +76,9 @@ func buildPolicy(pf *policyFile, params Parameters) (*AppPolicy, error) {
 
 	// Pass 1: global and application-wide parameters; per-alias ones are kept for pass 2.
 	var appWide [numFields]value
+	pinMode, pinTarget, pinBranch := pf.pinMode, pf.pinTarget, pf.pinBranch
+	helmKeys := pin.HelmKeys{}
+	var helmKeySources []string
 	var entries []imageListEntry
 	var perAlias []Parameter
 	listFailed := false
@@ -90,13 +94,22 @@ func buildPolicy(pf *policyFile, params Parameters) (*AppPolicy, error) {
 		case ParamPinMode:
 			if m.checkKind(p, pinModeAccepted, KindString) {
 				switch v := strings.TrimSpace(p.String); v {
-				case "", PinOff:
-					out.PinMode = PinOff
-				case PinWrite, PinUse:
-					m.failf("%s: pin-mode %q is not available yet: pins in git arrive with a later release (accepted: %s)", paramSource(p.Name), v, pinModeAccepted)
+				case "":
+				case PinOff, PinWrite, PinUse:
+					pinMode = value{set: true, str: v, src: paramSource(p.Name)}
 				default:
 					m.fail(&resolve.InputError{Field: paramSource(p.Name), Value: p.String, Accepted: pinModeAccepted})
 				}
+			}
+			continue
+		case ParamPinTarget:
+			if m.checkKind(p, pin.TargetAccepted, KindString) && strings.TrimSpace(p.String) != "" {
+				pinTarget = value{set: true, str: strings.TrimSpace(p.String), src: paramSource(p.Name)}
+			}
+			continue
+		case ParamPinBranch:
+			if m.checkKind(p, pinBranchAccepted, KindString) && strings.TrimSpace(p.String) != "" {
+				pinBranch = value{set: true, str: strings.TrimSpace(p.String), src: paramSource(p.Name)}
 			}
 			continue
 		case ParamRefresh:
@@ -187,6 +200,27 @@ func buildPolicy(pf *policyFile, params Parameters) (*AppPolicy, error) {
 	for _, p := range perAlias {
 		rawAlias, key, _ := strings.Cut(p.Name, ".")
 		alias := normaliseAlias(rawAlias)
+		if key == KeyHelmImageTag || key == KeyHelmImageName || key == KeyHelmImageSpec {
+			if !aliasSet[alias] && !listFailed {
+				m.failf("parameter %q: unknown alias %q%s (%s)", p.Name, rawAlias, suggest(alias, aliases), describeAliases(aliases))
+				continue
+			}
+			if m.checkKind(p, "a dotted key of the values file, e.g. image.tag", KindString) {
+				k := helmKeys[alias]
+				v := strings.TrimSpace(p.String)
+				switch key {
+				case KeyHelmImageTag:
+					k.Tag = v
+				case KeyHelmImageName:
+					k.Name = v
+				case KeyHelmImageSpec:
+					k.Spec = v
+				}
+				helmKeys[alias] = k
+				helmKeySources = append(helmKeySources, p.Name)
+			}
+			continue
+		}
 		if why, ok := migrationKeys[key]; ok {
 			m.failf("parameter %q: argocd-image-updater's <alias>.%s is %s; remove the parameter", p.Name, key, why)
 			continue
@@ -234,6 +268,31 @@ func buildPolicy(pf *policyFile, params Parameters) (*AppPolicy, error) {
 		if vals := aliasParams[a]; vals != nil {
 			m.checkValues(vals[:])
 		}
+	}
+	out.PinMode = PinOff
+	if pinMode.set {
+		out.PinMode = pinMode.str
+	}
+	if out.PinMode != PinOff {
+		target, err := pin.ParseTarget(pinTarget.str, helmKeys)
+		if err != nil {
+			src := pinTarget.src
+			if src == "" {
+				src = paramSource(ParamPinTarget)
+			}
+			m.fail(resolve.WithField(err, src))
+		}
+		out.Pins.Target = target
+		if pinBranch.set {
+			if err := checkBranch(pinBranch.str); err != nil {
+				m.fail(&resolve.InputError{Field: pinBranch.src, Value: pinBranch.str, Accepted: pinBranchAccepted, Err: err})
+			}
+			out.Pins.Branch = pinBranch.str
+		}
+	}
+	if len(helmKeySources) > 0 && (out.PinMode == PinOff || !strings.HasPrefix(pinTarget.str, pin.TargetHelmValues+":")) {
+		slices.Sort(helmKeySources)
+		m.failf("parameter %q: names a key of a Helm values file, used only with pin-mode write or use and pin-target helmvalues:<path> (without them, images are rewritten in the rendered manifests whatever the values say)", helmKeySources[0])
 	}
 	if len(m.errs) > 0 {
 		return nil, joinLines(m.errs)

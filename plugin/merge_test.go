@@ -173,6 +173,24 @@ func TestLoadPolicyParameters(t *testing.T) {
 			},
 		},
 		{
+			name:   "pin settings",
+			params: Parameters{ps("image-list", "web=nginx"), ps("pin-mode", "use"), ps("pin-target", "helmvalues:values-prod.yaml"), ps("pin-branch", "image-pins"), ps("web.helm.image-tag", "web.image.tag")},
+			check: func(t *testing.T, pol *AppPolicy) {
+				if pol.PinMode != PinUse || pol.Pins.Target.String() != "helmvalues:values-prod.yaml" || pol.Pins.Target.File() != "values-prod.yaml" || pol.Pins.Branch != "image-pins" {
+					t.Errorf("pins %q %v %q", pol.PinMode, pol.Pins.Target, pol.Pins.Branch)
+				}
+			},
+		},
+		{
+			name:   "pin-mode write defaults to the pins file",
+			params: Parameters{ps("pin-mode", "write")},
+			check: func(t *testing.T, pol *AppPolicy) {
+				if pol.PinMode != PinWrite || pol.Pins.Target.File() != ".argocd-image-resolver.pins.yaml" || pol.Pins.Branch != "" {
+					t.Errorf("pins %q %v %q", pol.PinMode, pol.Pins.Target, pol.Pins.Branch)
+				}
+			},
+		},
+		{
 			name:   "refresh off opts the app out",
 			params: Parameters{ps("refresh", " off ")},
 			check: func(t *testing.T, pol *AppPolicy) {
@@ -250,7 +268,7 @@ func TestLoadPolicyParameterErrors(t *testing.T) {
 		lines  int // number of problems reported; 0: do not check
 	}{
 		{name: "unknown parameter", params: Parameters{ps("image-lst", "web=nginx")},
-			want: []string{`parameter "image-lst": unknown parameter; did you mean "image-list"?`, "accepted: image-list, pin-mode, refresh, values-files, helm-parameters, values", "<alias>.update-strategy"}},
+			want: []string{`parameter "image-lst": unknown parameter; did you mean "image-list"?`, "accepted: image-list, pin-mode, pin-target, pin-branch, refresh, values-files, helm-parameters, values", "<alias>.update-strategy"}},
 		{name: "unknown alias", params: Parameters{ps("image-list", "web=nginx, worker=ghcr.io/o/w"), ps("wbe.update-strategy", "semver")},
 			want: []string{`parameter "wbe.update-strategy": unknown alias "wbe"; did you mean "web"?`, "aliases: web, worker", "declare aliases in parameter image-list"}},
 		{name: "alias parameter with no aliases", params: Parameters{ps("web.update-strategy", "semver")},
@@ -272,15 +290,17 @@ func TestLoadPolicyParameterErrors(t *testing.T) {
 		{name: "bad pin-digest", params: Parameters{ps("image-list", "web=nginx"), ps("web.pin-digest", "yes")},
 			want: []string{`parameter "web.pin-digest": invalid value "yes" (accepted: true or false)`}},
 		{name: "bad pin-mode", params: Parameters{ps("pin-mode", "on")},
-			want: []string{`parameter "pin-mode": invalid value "on" (accepted: off)`}},
-		{name: "bad refresh", params: Parameters{ps("refresh", "soft")},
-			want: []string{`parameter "refresh": invalid value "soft" (accepted: hard (the default`, "or off"}},
-		{name: "refresh as an array", params: Parameters{pa("refresh", "off")},
-			want: []string{`parameter "refresh"`}},
-		{name: "pin-mode write is refused until pins arrive", params: Parameters{ps("pin-mode", "write")},
-			want: []string{`parameter "pin-mode": pin-mode "write" is not available yet`}},
-		{name: "pin-mode use is refused until pins arrive", params: Parameters{ps("pin-mode", "use")},
-			want: []string{`parameter "pin-mode": pin-mode "use" is not available yet`}},
+			want: []string{`parameter "pin-mode": invalid value "on" (accepted: off (resolve at every render), write`}},
+		{name: "bad pin-target", params: Parameters{ps("pin-mode", "use"), ps("pin-target", "git")},
+			want: []string{`parameter "pin-target": invalid value "git" (accepted: pins`}},
+		{name: "pin-target outside the app", params: Parameters{ps("pin-mode", "write"), ps("pin-target", "helmvalues:../values.yaml")},
+			want: []string{`parameter "pin-target"`, "../values.yaml"}},
+		{name: "bad pin-branch", params: Parameters{ps("pin-mode", "write"), ps("pin-branch", "pins..x")},
+			want: []string{`parameter "pin-branch": invalid value "pins..x"`, "a git branch name"}},
+		{name: "helm keys with another target", params: Parameters{ps("image-list", "web=nginx"), ps("pin-mode", "use"), ps("web.helm.image-tag", "image.tag")},
+			want: []string{`parameter "web.helm.image-tag": names a key of a Helm values file`}},
+		{name: "helm key of an unknown alias", params: Parameters{ps("image-list", "web=nginx"), ps("pin-mode", "use"), ps("pin-target", "helmvalues:values.yaml"), ps("api.helm.image-tag", "image.tag")},
+			want: []string{`parameter "api.helm.image-tag": unknown alias "api"`}},
 		{name: "bad constraint", params: Parameters{ps("image-list", "web=nginx:~1.2.x.y")},
 			want: []string{`parameter "image-list" (web constraint): invalid value "~1.2.x.y"`, "accepted: a semver range"}},
 		{name: "digest needs a constraint", params: Parameters{ps("image-list", "web=nginx"), ps("web.update-strategy", "digest")},
@@ -344,13 +364,25 @@ func TestLoadPolicyParameterErrors(t *testing.T) {
 }
 
 func TestLoadPolicyMigrationKeys(t *testing.T) {
-	for _, key := range []string{"helm.image-name", "helm.image-tag", "helm.image-spec", "kustomize.image-name", "force-update", "pull-secret"} {
+	for _, key := range []string{"helm.image-name", "helm.image-tag", "helm.image-spec"} {
+		t.Run(key+" without helmvalues", func(t *testing.T) {
+			_, err := LoadPolicy(appDir(t, ""), Parameters{ps("image-list", "web=nginx"), ps("web."+key, "x")})
+			assertErr(t, err, `parameter "web.`+key+`": names a key of a Helm values file, used only with pin-mode write or use and pin-target helmvalues:<path>`)
+		})
+	}
+	for _, key := range []string{"kustomize.image-name", "force-update", "pull-secret"} {
 		t.Run(key, func(t *testing.T) {
 			_, err := LoadPolicy(appDir(t, ""), Parameters{ps("image-list", "web=nginx"), ps("web."+key, "x")})
 			assertErr(t, err, `parameter "web.`+key+`": argocd-image-updater's <alias>.`+key+" is not", "remove the parameter")
 		})
 	}
-	for _, key := range []string{"write-back-method", "write-back-target", "git-branch", "git-repository", "git-commit-message", "force-update", "pull-secret"} {
+	for key, want := range map[string]string{"write-back-target": "is named pin-target here", "git-branch": "is named pin-branch here"} {
+		t.Run(key, func(t *testing.T) {
+			_, err := LoadPolicy(appDir(t, ""), Parameters{ps(key, "x")})
+			assertErr(t, err, `parameter "`+key+`": argocd-image-updater's `+key+" "+want, "remove the parameter")
+		})
+	}
+	for _, key := range []string{"write-back-method", "git-repository", "git-commit-message", "force-update", "pull-secret"} {
 		t.Run(key, func(t *testing.T) {
 			_, err := LoadPolicy(appDir(t, ""), Parameters{ps(key, "x")})
 			assertErr(t, err, `parameter "`+key+`": argocd-image-updater's `+key+" is not", "remove the parameter")

@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
+
 	"encoding/json"
 	"slices"
 	"strings"
@@ -37,7 +39,7 @@ func Announce(appDir string) ([]byte, error) {
 // image-list (prefilled with the policy file's images as alias=repository[:constraint]),
 // the application-wide defaults (update-strategy, allow-tags, ignore-tags, platforms,
 // pin-digest), then for each alias of the policy file, sorted, its <alias>.* keys with
-// the file's values as defaults, then pin-mode, refresh, values-files, helm-parameters and
+// the file's values as defaults, then pin-mode, pin-target, pin-branch, refresh, values-files, helm-parameters and
 // values. Without a policy file only the general parameters are announced; a policy
 // file that does not load is an error. Announced values are defaults shown in the UI:
 // Argo CD does not send them back unless the user changes them, so they never
@@ -78,10 +80,26 @@ func Announcements(appDir string) ([]ParameterAnnouncement, error) {
 		ParameterAnnouncement{
 			Name:           ParamPinMode,
 			Title:          "Pin mode",
-			Tooltip:        "off: resolve live at every render. Accepted: " + pinModeAccepted + " (write and use arrive with pins in git).",
+			Tooltip:        "Accepted: " + pinModeAccepted + ".",
 			ItemType:       "string",
 			CollectionType: "string",
-			String:         PinOff,
+			String:         pinModeDefault(pol),
+		},
+		ParameterAnnouncement{
+			Name:           ParamPinTarget,
+			Title:          "Pins file",
+			Tooltip:        "Where pins are kept, with pin-mode write or use. Accepted: " + pin.TargetAccepted + ".",
+			ItemType:       "string",
+			CollectionType: "string",
+			String:         pinTargetDefault(pol),
+		},
+		ParameterAnnouncement{
+			Name:           ParamPinBranch,
+			Title:          "Pins branch",
+			Tooltip:        "Branch pins are committed to (default: the Application's target revision). Accepted: " + pinBranchAccepted + ".",
+			ItemType:       "string",
+			CollectionType: "string",
+			String:         pol.Pins.Branch,
 		},
 		ParameterAnnouncement{
 			Name:           ParamRefresh,
@@ -195,4 +213,13 @@ func splitItems(values []string) []string {
 		}
 	}
 	return slices.Clip(out)
+}
+
+func pinModeDefault(pol *AppPolicy) string { return pol.PinMode }
+
+func pinTargetDefault(pol *AppPolicy) string {
+	if pol.Pins.Target == nil {
+		return pin.TargetPins
+	}
+	return pol.Pins.Target.String()
 }

@@ -22,7 +22,7 @@ func TestAnnounceWithoutFile(t *testing.T) {
 		names = append(names, a.Name)
 	}
 	want := []string{"image-list", "update-strategy", "allow-tags", "ignore-tags", "platforms", "pin-digest",
-		"pin-mode", "refresh", "values-files", "helm-parameters", "values"}
+		"pin-mode", "pin-target", "pin-branch", "refresh", "values-files", "helm-parameters", "values"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("names %q\nwant  %q", names, want)
 	}
@@ -56,7 +56,7 @@ func TestAnnounceFromFile(t *testing.T) {
 			want = append(want, alias+"."+k)
 		}
 	}
-	want = append(want, "pin-mode", "refresh", "values-files", "helm-parameters", "values")
+	want = append(want, "pin-mode", "pin-target", "pin-branch", "refresh", "values-files", "helm-parameters", "values")
 	if !reflect.DeepEqual(names, want) {
 		t.Fatalf("names %q\nwant  %q", names, want)
 	}

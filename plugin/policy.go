@@ -3,6 +3,7 @@ package plugin
 import (
 	"github.com/google/go-containerregistry/pkg/name"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -13,6 +14,8 @@ import (
 const (
 	ParamImageList      = "image-list"
 	ParamPinMode        = "pin-mode"
+	ParamPinTarget      = "pin-target"
+	ParamPinBranch      = "pin-branch"
 	ParamRefresh        = "refresh"
 	ParamValuesFiles    = "values-files"
 	ParamHelmParameters = "helm-parameters"
@@ -30,9 +33,17 @@ const (
 
 // Pin modes (DESIGN.md §8).
 const (
-	PinOff   = "off"
-	PinWrite = "write"
-	PinUse   = "use"
+	PinOff   = pin.ModeOff
+	PinWrite = pin.ModeWrite
+	PinUse   = pin.ModeUse
+)
+
+// Per-alias keys naming an image's keys in a Helm values file, for pin-target
+// helmvalues:<path> (argocd-image-updater's names).
+const (
+	KeyHelmImageTag  = "helm.image-tag"
+	KeyHelmImageName = "helm.image-name"
+	KeyHelmImageSpec = "helm.image-spec"
 )
 
 // Refresh modes of one app (parameter refresh): follow the sidecar's refresh
@@ -49,7 +60,8 @@ const (
 	ignoreAccepted     = "globs, comma-separated or one per array item (regexp:EXPR takes a whole item)"
 	platformsAccepted  = "os/arch[/variant], comma-separated or one per array item, e.g. linux/amd64,linux/arm64"
 	pinDigestAccepted  = "true or false"
-	pinModeAccepted    = "off"
+	pinModeAccepted    = "off (resolve at every render), write (resolve, and commit the references to git) or use (render from the pins in git; new matches are committed as new pins)"
+	pinBranchAccepted  = "a git branch name (the branch must exist), e.g. image-pins"
 	imageListAccepted  = "alias=repository[:constraint], comma-separated or one per array item, e.g. web=ghcr.io/org/web:~1.2"
 	aliasAccepted      = "letters, digits, - and _, starting with a letter or digit (/ is read as _)"
 	valuesFilesAcc     = "an array of values file paths (or one comma-separated string)"
@@ -74,8 +86,11 @@ const (
 type AppPolicy struct {
 	// Images are the image policies, sorted by alias.
 	Images []ImagePolicy
-	// PinMode is off; write and use are reserved for pins in git and refused.
+	// PinMode is off (resolve live), write (resolve live and record the
+	// references in git) or use (render from the pins in git).
 	PinMode string
+	// Pins says where pins are kept, with pin-mode write or use.
+	Pins PinSettings
 	// Refresh is RefreshHard, or RefreshOff when the app opted out of the refresh
 	// loop (parameter refresh: off).
 	Refresh string
@@ -83,6 +98,15 @@ type AppPolicy struct {
 	Helm HelmParams
 	// Warnings are accepted but deprecated inputs, each one line naming its source.
 	Warnings []string
+}
+
+// PinSettings are where an app's pins are kept and committed.
+type PinSettings struct {
+	// Target is the file the pins are in (pin-target; the pins file by default).
+	Target pin.Target
+	// Branch is the branch pins are committed to (pin-branch); "" means the
+	// app's own (ARGOCD_APP_SOURCE_TARGET_REVISION).
+	Branch string
 }
 
 // HelmParams are the Helm settings given as plugin parameters.

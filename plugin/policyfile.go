@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -36,7 +37,12 @@ type fileImage struct {
 // policyFile is a parsed policy file; images by normalised alias.
 type policyFile struct {
 	images map[string]*fileImage
+	// pinMode, pinTarget and pinBranch are the top-level pin settings.
+	pinMode, pinTarget, pinBranch value
 }
+
+// fileTopKeys are the policy file's top-level keys.
+var fileTopKeys = []string{"images", "pinMode", "pinTarget", "pinBranch"}
 
 // readPolicyFile reads the policy file of appDir. A missing file gives (nil, nil).
 func readPolicyFile(appDir string) (*policyFile, error) {
@@ -107,10 +113,34 @@ func parsePolicyFile(data []byte) (*policyFile, error) {
 	if isNullNode(root) {
 		return pf, nil
 	}
-	if !p.mapping(root, "", "a mapping with key images") {
+	if !p.mapping(root, "", "a mapping with keys "+strings.Join(fileTopKeys, ", ")) {
 		return nil, joinLines(errs)
 	}
-	p.pairs(root, "", []string{"images"}, func(key string, k, v *yaml.Node) {
+	p.pairs(root, "", fileTopKeys, func(key string, k, v *yaml.Node) {
+		if key != "images" {
+			if isNullNode(v) {
+				return
+			}
+			accepted := map[string]string{"pinMode": pinModeAccepted, "pinTarget": pin.TargetAccepted, "pinBranch": pinBranchAccepted}[key]
+			if v.Kind != yaml.ScalarNode {
+				p.fail(v, key, "is %s (accepted: %s)", describeNode(v), accepted)
+				return
+			}
+			val := value{set: true, str: strings.TrimSpace(v.Value), src: "file " + PolicyFileName + " key " + key, line: v.Line}
+			switch key {
+			case "pinMode":
+				if !slices.Contains([]string{PinOff, PinWrite, PinUse}, val.str) {
+					p.fail(v, key, "invalid value %q (accepted: %s)", v.Value, accepted)
+					return
+				}
+				pf.pinMode = val
+			case "pinTarget":
+				pf.pinTarget = val
+			case "pinBranch":
+				pf.pinBranch = val
+			}
+			return
+		}
 		if isNullNode(v) || !p.mapping(v, "images", "a mapping of alias to image policy") {
 			return
 		}
@@ -300,4 +330,25 @@ func joinPath(path, key string) string {
 		return key
 	}
 	return path + "." + key
+}
+
+// checkBranch checks a branch name by git's rules (git check-ref-format --branch),
+// so that a bad pin-branch is an input error, not a failed push.
+func checkBranch(b string) error {
+	switch {
+	case b == "" || b == "HEAD" || b == "@":
+		return fmt.Errorf("%q names no branch", b)
+	case strings.HasPrefix(b, "-") || strings.HasPrefix(b, "/") || strings.HasSuffix(b, "/") || strings.HasSuffix(b, "."):
+		return fmt.Errorf("a branch name cannot start with - or /, nor end with / or .")
+	case strings.HasSuffix(b, ".lock") || strings.Contains(b, "..") || strings.Contains(b, "//") || strings.Contains(b, "@{") || strings.Contains(b, "/."):
+		return fmt.Errorf("a branch name cannot contain .., //, @{ or /., nor end with .lock")
+	case strings.ContainsAny(b, " ~^:?*[\\\x7f"):
+		return fmt.Errorf("a branch name cannot contain spaces or any of ~^:?*[\\")
+	}
+	for _, r := range b {
+		if r < 0x20 {
+			return fmt.Errorf("a branch name cannot contain control characters")
+		}
+	}
+	return nil
 }
