@@ -1,0 +1,653 @@
+package pin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	gitconfig "github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/memory"
+)
+
+// Errors a Write can be tested for with errors.Is. The messages of the errors
+// returned name the repository and branch; they never carry a credential.
+var (
+	// ErrBranchNotFound: the branch to commit to does not exist (and the writer
+	// may not create it), or the repository has no default branch.
+	ErrBranchNotFound = errors.New("branch not found")
+	// ErrCredentials: the repository asked for credentials and refused the ones
+	// given, or none were configured for it.
+	ErrCredentials = errors.New("credentials refused")
+	// ErrNotPushed: every attempt failed (the last reason is in the message).
+	ErrNotPushed = errors.New("pins not pushed")
+)
+
+// maxFileSize bounds what is read of a file to edit (a values file or an overlay
+// is a few KiB).
+const maxFileSize = 8 << 20
+
+// defaultBranchRef stands for "the remote's default branch" in a Change.
+const defaultBranch = ""
+
+// normalizeBranch returns the branch name Change.Branch means ("" for the
+// remote's default branch).
+func normalizeBranch(b string) string {
+	b = strings.TrimSpace(b)
+	if b == "HEAD" {
+		return defaultBranch
+	}
+	return strings.TrimPrefix(b, "refs/heads/")
+}
+
+// gitError is an error whose message was built (and scrubbed of credentials)
+// here; Unwrap gives the sentinel or context error it stands for, never the
+// underlying library error whose text may hold a URL with credentials.
+type gitError struct {
+	msg string
+	is  []error
+}
+
+func (e *gitError) Error() string   { return e.msg }
+func (e *gitError) Unwrap() []error { return e.is }
+
+// errKind says what a failed attempt means for the next one.
+type errKind int
+
+const (
+	kindPermanent errKind = iota // stop: retrying cannot help
+	kindRejected                 // the branch moved since it was fetched: fetch again and retry
+	kindTransient                // network, server: retry after a pause
+)
+
+// attemptError is a failed attempt.
+type attemptError struct {
+	kind   errKind
+	local  bool   // a failure of the content (a file, a pin, the message), not of git: no push was tried
+	branch string // the branch, once resolved
+	err    error
+}
+
+// remote is one repository and the credentials for it.
+type remote struct {
+	url      string // as given
+	shown    string // url without credentials, for messages and logs
+	auth     transport.AuthMethod
+	hasCreds bool     // auth, or credentials in the URL
+	secrets  []string // credentials to scrub from library messages
+}
+
+func newRemote(repoURL string, auth transport.AuthMethod) *remote {
+	r := &remote{url: repoURL, shown: redactURL(repoURL), auth: auth, hasCreds: auth != nil}
+	if u, err := url.Parse(repoURL); err == nil && u.User != nil {
+		r.hasCreds = true
+		if p, ok := u.User.Password(); ok {
+			r.secrets = append(r.secrets, p, url.QueryEscape(p), url.PathEscape(p))
+		}
+	}
+	switch a := auth.(type) {
+	case *githttp.BasicAuth:
+		if a != nil {
+			r.secrets = append(r.secrets, a.Password)
+		}
+	case *githttp.TokenAuth:
+		if a != nil {
+			r.secrets = append(r.secrets, a.Token)
+		}
+	}
+	return r
+}
+
+// redactURL drops the password of a URL's user information.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
+}
+
+// scrub removes every credential of the remote from a library's message.
+func (r *remote) scrub(s string) string {
+	for _, secret := range r.secrets {
+		if secret != "" {
+			s = strings.ReplaceAll(s, secret, "xxxxx")
+		}
+	}
+	if r.shown != r.url {
+		s = strings.ReplaceAll(s, r.url, r.shown)
+	}
+	return s
+}
+
+// describe turns a library error met while doing what into a message naming the
+// repository, scrubbed, with the sentinel it stands for.
+func (r *remote) describe(what string, err error) *attemptError {
+	var is error
+	kind := kindTransient
+	var msg string
+	switch {
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		is, kind = err, kindPermanent
+		msg = fmt.Sprintf("git repository %s: %s: %v", r.shown, what, err)
+	case errors.Is(err, transport.ErrAuthenticationRequired):
+		is, kind = ErrCredentials, kindPermanent
+		if !r.hasCreds {
+			msg = fmt.Sprintf("git repository %s requires credentials and none are configured for it (%s)", r.shown, what)
+		} else {
+			msg = fmt.Sprintf("git repository %s refused the credentials configured for it: authentication failed (%s)", r.shown, what)
+		}
+	case errors.Is(err, transport.ErrAuthorizationFailed):
+		is, kind = ErrCredentials, kindPermanent
+		msg = fmt.Sprintf("git repository %s refused access with the credentials configured for it (%s): they may lack read or write permission", r.shown, what)
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		kind = kindPermanent
+		msg = fmt.Sprintf("git repository %s not found (%s): check the app's repository URL and that the credentials may read it", r.shown, what)
+	case errors.Is(err, transport.ErrEmptyRemoteRepository):
+		is, kind = ErrBranchNotFound, kindPermanent
+		msg = fmt.Sprintf("git repository %s is empty: it has no branch to commit pins to", r.shown)
+	default:
+		msg = fmt.Sprintf("git repository %s: %s: %v", r.shown, what, err)
+	}
+	return &attemptError{kind: kind, err: &gitError{msg: r.scrub(msg), is: errs(is)}}
+}
+
+// target is what one attempt works on.
+type target struct {
+	remote *remote
+	branch string // as asked: "" for the default branch
+	create bool   // a missing branch may be created from the default branch
+	edits  []Edit
+	author object.Signature
+	// message builds the commit message from what was applied.
+	message func(branch string, applied []appliedPin) (string, error)
+}
+
+// appliedPin is a pin set by an attempt, with what it replaced.
+type appliedPin struct {
+	App, File string
+	Pin       Pin
+	Old       string
+}
+
+// conflictPin is a pin left alone because the file held another reference.
+type conflictPin struct {
+	App, File string
+	Pin       Pin
+	Theirs    string // the reference the file holds ("" when it holds no pin)
+	Base      string // the reference ours replaced
+}
+
+// attempt is the outcome of one successful attempt.
+type attempt struct {
+	branch    string // the branch committed to (resolved)
+	commit    plumbing.Hash
+	applied   []appliedPin
+	conflicts []conflictPin
+}
+
+// tips lists the repository's branches: name -> tip, and the default branch.
+func (t *target) tips(ctx context.Context, rem *git.Remote) (map[string]plumbing.Hash, string, *attemptError) {
+	refs, err := rem.ListContext(ctx, &git.ListOptions{Auth: t.remote.auth})
+	if err != nil {
+		return nil, "", t.remote.describe("list branches", err)
+	}
+	tips := map[string]plumbing.Hash{}
+	def := ""
+	for _, ref := range refs {
+		switch {
+		case ref.Name() == plumbing.HEAD && ref.Type() == plumbing.SymbolicReference:
+			def = ref.Target().Short()
+		case ref.Name().IsBranch() && ref.Type() == plumbing.HashReference:
+			tips[ref.Name().Short()] = ref.Hash()
+		}
+	}
+	return tips, def, nil
+}
+
+// run makes one attempt: fetch the branch's tip (depth 1, in memory), apply the
+// edits to it, commit, and push the commit to that branch only, as a
+// fast-forward of the tip fetched (never forced).
+func (t *target) run(ctx context.Context, now time.Time) (_ *attempt, aerr *attemptError) {
+	branch := t.branch
+	defer func() {
+		if aerr != nil && branch != defaultBranch {
+			aerr.branch = branch
+		}
+	}()
+	repo, err := git.Init(memory.NewStorage(), nil)
+	if err != nil {
+		return nil, &attemptError{kind: kindPermanent, err: err}
+	}
+	rem, err := repo.CreateRemote(&gitconfig.RemoteConfig{Name: "origin", URLs: []string{t.remote.url}})
+	if err != nil {
+		return nil, &attemptError{kind: kindPermanent, err: &gitError{msg: t.remote.scrub(fmt.Sprintf("git repository %s: %v", t.remote.shown, err))}}
+	}
+	// A named branch is fetched straight away (its advertisement is the only
+	// listing needed); the default branch, or a missing branch the writer may
+	// create, needs the list of branches and HEAD first.
+	from := branch // the branch whose tip the commit is made on
+	exists := true // branch exists (else it is created from the default branch)
+	if branch == defaultBranch {
+		tips, def, aerr := t.tips(ctx, rem)
+		if aerr != nil {
+			return nil, aerr
+		}
+		if def == "" || tips[def].IsZero() {
+			return nil, &attemptError{kind: kindPermanent, err: &gitError{is: []error{ErrBranchNotFound},
+				msg: fmt.Sprintf("git repository %s has no default branch (HEAD names none): name the branch to commit pins to (pin-branch)", t.remote.shown)}}
+		}
+		branch, from = def, def
+	}
+	base, aerr := t.fetch(ctx, repo, from)
+	if aerr != nil && errors.Is(aerr.err, ErrBranchNotFound) {
+		if !t.create {
+			return nil, aerr
+		}
+		tips, def, lerr := t.tips(ctx, rem)
+		switch {
+		case lerr != nil:
+			return nil, lerr
+		case !tips[branch].IsZero():
+			return nil, &attemptError{kind: kindRejected, err: &gitError{msg: fmt.Sprintf("git repository %s: branch %q was created since it was fetched", t.remote.shown, branch)}}
+		case def == "" || tips[def].IsZero():
+			return nil, &attemptError{kind: kindPermanent, err: &gitError{is: []error{ErrBranchNotFound},
+				msg: fmt.Sprintf("git repository %s has no branch %q, and no default branch to create it from", t.remote.shown, branch)}}
+		}
+		from, exists = def, false
+		base, aerr = t.fetch(ctx, repo, from)
+	}
+	if aerr != nil {
+		return nil, aerr
+	}
+	var old plumbing.Hash // the branch's tip the push must fast-forward (zero: create it)
+	if exists {
+		old = base
+	}
+	parent, err := repo.CommitObject(base)
+	if err != nil {
+		return nil, t.remote.describe(fmt.Sprintf("read the tip of branch %q", from), err)
+	}
+	tree, err := parent.Tree()
+	if err != nil {
+		return nil, t.remote.describe(fmt.Sprintf("read the tip of branch %q", from), err)
+	}
+
+	out := &attempt{branch: branch}
+	s := repo.Storer
+	files := map[string][]byte{} // path -> content after the edits
+	orig := map[string][]byte{}
+	var order []string
+	for _, e := range t.edits {
+		p := e.File()
+		content, seen := files[p]
+		if !seen {
+			content, err = readFile(s, tree, p)
+			if err != nil {
+				return nil, &attemptError{kind: kindPermanent, local: true, err: fmt.Errorf("git repository %s, branch %q: app %s: %w", t.remote.shown, branch, e.App, err)}
+			}
+			orig[p] = content
+			order = append(order, p)
+		}
+		edited, applied, conflicts, err := ApplyEdit(content, e)
+		if err != nil {
+			return nil, &attemptError{kind: kindPermanent, local: true, err: fmt.Errorf("git repository %s, branch %q: %w", t.remote.shown, branch, err)}
+		}
+		if len(conflicts) > 0 {
+			theirs := currentRefs(content, e)
+			for _, c := range conflicts {
+				out.conflicts = append(out.conflicts, conflictPin{App: e.App, File: p, Pin: c, Theirs: theirs[c.Alias], Base: e.Base[c.Alias]})
+			}
+		}
+		for _, a := range applied {
+			out.applied = append(out.applied, appliedPin{App: e.App, File: p, Pin: a, Old: e.Base[a.Alias]})
+		}
+		files[p] = edited
+	}
+	changed := map[string][]byte{}
+	for _, p := range order {
+		if files[p] != nil && (orig[p] == nil || !bytes.Equal(files[p], orig[p])) {
+			changed[p] = files[p]
+		}
+	}
+	if len(changed) == 0 {
+		out.applied = nil
+		return out, nil
+	}
+
+	treeHash, err := writeTree(s, tree, changed)
+	if err != nil {
+		return nil, &attemptError{kind: kindPermanent, local: true, err: fmt.Errorf("git repository %s, branch %q: %w", t.remote.shown, branch, err)}
+	}
+	msg, err := t.message(branch, out.applied)
+	if err != nil {
+		return nil, &attemptError{kind: kindPermanent, local: true, err: err}
+	}
+	sig := t.author
+	sig.When = now
+	commit := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: treeHash, ParentHashes: []plumbing.Hash{base}}
+	obj := s.NewEncodedObject()
+	if err := commit.Encode(obj); err != nil {
+		return nil, &attemptError{kind: kindPermanent, err: err}
+	}
+	out.commit, err = s.SetEncodedObject(obj)
+	if err != nil {
+		return nil, &attemptError{kind: kindPermanent, err: err}
+	}
+	local := plumbing.NewBranchReferenceName(branch)
+	if err := s.SetReference(plumbing.NewHashReference(local, out.commit)); err != nil {
+		return nil, &attemptError{kind: kindPermanent, err: err}
+	}
+
+	opts := &git.PushOptions{
+		RemoteName: "origin",
+		// this branch only, never forced (no leading +)
+		RefSpecs: []gitconfig.RefSpec{gitconfig.RefSpec(local.String() + ":" + local.String())},
+		Auth:     t.remote.auth,
+	}
+	if exists {
+		// the remote branch must still be at the tip fetched (go-git checks the
+		// advertisement; the server's ref update checks it again)
+		opts.RequireRemoteRefs = []gitconfig.RefSpec{gitconfig.RefSpec(old.String() + ":" + local.String())}
+	}
+	if err := repo.PushContext(ctx, opts); err != nil {
+		if ae := t.pushFailed(ctx, rem, branch, old, out.commit, err); ae != nil {
+			return nil, ae
+		}
+	}
+	return out, nil
+}
+
+// fetch fetches branch's tip (depth 1) into repo and returns it; a branch the
+// remote does not have is ErrBranchNotFound.
+func (t *target) fetch(ctx context.Context, repo *git.Repository, branch string) (plumbing.Hash, *attemptError) {
+	tracking := plumbing.NewRemoteReferenceName("origin", branch)
+	err := repo.FetchContext(ctx, &git.FetchOptions{
+		RemoteName: "origin",
+		RefSpecs:   []gitconfig.RefSpec{gitconfig.RefSpec("+" + plumbing.NewBranchReferenceName(branch).String() + ":" + tracking.String())},
+		Depth:      1,
+		Auth:       t.remote.auth,
+		Tags:       git.NoTags,
+	})
+	if errors.Is(err, git.NoMatchingRefSpecError{}) {
+		return plumbing.ZeroHash, &attemptError{kind: kindPermanent, err: &gitError{is: []error{ErrBranchNotFound},
+			msg: fmt.Sprintf("git repository %s has no branch %q: pins are committed to an existing branch (create it, or set pin-branch to one)", t.remote.shown, branch)}}
+	}
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return plumbing.ZeroHash, t.remote.describe(fmt.Sprintf("fetch branch %q", branch), err)
+	}
+	ref, err := repo.Reference(tracking, true)
+	if err != nil {
+		return plumbing.ZeroHash, t.remote.describe(fmt.Sprintf("fetch branch %q", branch), err)
+	}
+	return ref.Hash(), nil
+}
+
+// pushFailed says what a failed push means, from what the branch is now: at our
+// commit, the push did land (its answer was lost); moved elsewhere, someone
+// pushed in between (rejected: fetch again); unmoved, the server refused the
+// update (a hook, a protected branch) or the network failed.
+func (t *target) pushFailed(ctx context.Context, rem *git.Remote, branch string, old, ours plumbing.Hash, err error) *attemptError {
+	if ctx.Err() != nil {
+		ae := t.remote.describe(fmt.Sprintf("push to branch %q", branch), err)
+		return ae
+	}
+	if errors.Is(err, transport.ErrAuthenticationRequired) || errors.Is(err, transport.ErrAuthorizationFailed) {
+		ae := t.remote.describe(fmt.Sprintf("push to branch %q", branch), err)
+		return ae
+	}
+	tips, _, lerr := t.tips(ctx, rem)
+	if lerr == nil {
+		now, exists := tips[branch]
+		switch {
+		case exists && now == ours:
+			return nil
+		case now != old || (!exists && !old.IsZero()):
+			return &attemptError{kind: kindRejected, err: &gitError{msg: t.remote.scrub(fmt.Sprintf(
+				"git repository %s: push to branch %q rejected: the branch moved from %s to %s since it was fetched (%v)",
+				t.remote.shown, branch, short(old), short(now), err))}}
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "command error on") || strings.Contains(msg, "unpack error") {
+			return &attemptError{kind: kindPermanent, err: &gitError{msg: t.remote.scrub(fmt.Sprintf(
+				"git repository %s: the server refused the push to branch %q (%v): a protected branch or a hook?", t.remote.shown, branch, err))}}
+		}
+	}
+	ae := t.remote.describe(fmt.Sprintf("push to branch %q", branch), err)
+	return ae
+}
+
+func short(h plumbing.Hash) string {
+	if h.IsZero() {
+		return "(none)"
+	}
+	return h.String()[:12]
+}
+
+// currentRefs returns the references the file holds for e's aliases.
+func currentRefs(content []byte, e Edit) map[string]string {
+	images := map[string]string{}
+	for _, p := range e.Pins {
+		images[p.Alias] = p.Image
+	}
+	held, err := e.Target.Read(content, images)
+	out := map[string]string{}
+	if err != nil {
+		return out
+	}
+	for a, p := range held {
+		out[a] = p.Reference
+	}
+	return out
+}
+
+// checkPath checks a repository path the writer is to edit: relative,
+// slash-separated, clean, with no . or .. element and nothing inside .git.
+func checkPath(p string) error {
+	if p == "" || strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
+		return fmt.Errorf("file %q: not a relative file path in the repository", p)
+	}
+	for _, el := range strings.Split(p, "/") {
+		switch {
+		case el == "" || el == "." || el == "..":
+			return fmt.Errorf("file %q: a path in the repository cannot have empty, . or .. elements", p)
+		case strings.EqualFold(el, ".git"):
+			return fmt.Errorf("file %q: a path in the repository cannot be inside .git", p)
+		case strings.ContainsAny(el, "\x00\\"):
+			return fmt.Errorf("file %q: a path in the repository cannot contain NUL or backslashes", p)
+		}
+	}
+	return nil
+}
+
+// checkBranchName checks a branch name by git's rules (git check-ref-format
+// --branch), so that a name cannot change what the push's refspec says.
+func checkBranchName(b string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("branch %q: %s (accepted: a branch name, or \"\" or HEAD for the repository's default branch)", b, why)
+	}
+	switch {
+	case b == defaultBranch:
+		return nil
+	case b == "@" || strings.HasPrefix(b, "-") || strings.HasPrefix(b, "/") || strings.HasSuffix(b, "/") || strings.HasSuffix(b, "."):
+		return bad("a branch name cannot be @, start with - or /, nor end with / or .")
+	case strings.HasSuffix(b, ".lock") || strings.Contains(b, "..") || strings.Contains(b, "//") || strings.Contains(b, "@{") || strings.Contains(b, "/."):
+		return bad("a branch name cannot contain .., //, @{ or /., nor end with .lock")
+	case strings.ContainsAny(b, " ~^:?*[\\\x7f"):
+		return bad("a branch name cannot contain spaces or any of ~^:?*[\\")
+	}
+	for _, r := range b {
+		if r < 0x20 {
+			return bad("a branch name cannot contain control characters")
+		}
+	}
+	return nil
+}
+
+// readFile reads path at tree: nil when it does not exist; an error when it (or
+// a directory on its way) is something else than a regular file (a directory, a
+// symbolic link, a submodule).
+func readFile(s storer.EncodedObjectStorer, tree *object.Tree, path string) ([]byte, error) {
+	parts := strings.Split(path, "/")
+	for i, name := range parts {
+		e := findEntry(tree, name)
+		if e == nil {
+			return nil, nil
+		}
+		last := i == len(parts)-1
+		switch {
+		case !last && e.Mode == filemode.Dir:
+			t, err := object.GetTree(s, e.Hash)
+			if err != nil {
+				return nil, fmt.Errorf("file %s: %w", path, err)
+			}
+			tree = t
+			continue
+		case !last:
+			return nil, fmt.Errorf("file %s: %s is not a directory", path, strings.Join(parts[:i+1], "/"))
+		case e.Mode == filemode.Dir:
+			return nil, fmt.Errorf("file %s: is a directory", path)
+		case e.Mode == filemode.Symlink:
+			return nil, fmt.Errorf("file %s: is a symbolic link; pins are written to regular files only", path)
+		case e.Mode == filemode.Submodule:
+			return nil, fmt.Errorf("file %s: is a submodule", path)
+		}
+		blob, err := object.GetBlob(s, e.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("file %s: %w", path, err)
+		}
+		if blob.Size > maxFileSize {
+			return nil, fmt.Errorf("file %s: larger than %d bytes", path, maxFileSize)
+		}
+		r, err := blob.Reader()
+		if err != nil {
+			return nil, fmt.Errorf("file %s: %w", path, err)
+		}
+		defer r.Close()
+		b, err := io.ReadAll(io.LimitReader(r, maxFileSize+1))
+		if err != nil {
+			return nil, fmt.Errorf("file %s: %w", path, err)
+		}
+		if b == nil {
+			b = []byte{} // exists, empty: not "missing"
+		}
+		return b, nil
+	}
+	return nil, nil
+}
+
+func findEntry(t *object.Tree, name string) *object.TreeEntry {
+	if t == nil {
+		return nil
+	}
+	for i := range t.Entries {
+		if t.Entries[i].Name == name {
+			return &t.Entries[i]
+		}
+	}
+	return nil
+}
+
+// writeTree stores the tree that is tree (nil: an empty one) with files
+// (relative path -> content) written, and the trees on their way, and returns
+// its hash. A file keeps its mode (executable stays executable); a new one is a
+// regular file.
+func writeTree(s storer.EncodedObjectStorer, tree *object.Tree, files map[string][]byte) (plumbing.Hash, error) {
+	here := map[string][]byte{}
+	below := map[string]map[string][]byte{}
+	for p, c := range files {
+		dir, rest, ok := strings.Cut(p, "/")
+		if !ok {
+			here[p] = c
+			continue
+		}
+		if below[dir] == nil {
+			below[dir] = map[string][]byte{}
+		}
+		below[dir][rest] = c
+	}
+	var entries []object.TreeEntry
+	if tree != nil {
+		entries = append(entries, tree.Entries...)
+	}
+	set := func(name string, mode filemode.FileMode, h plumbing.Hash) {
+		for i := range entries {
+			if entries[i].Name == name {
+				entries[i].Mode, entries[i].Hash = mode, h
+				return
+			}
+		}
+		entries = append(entries, object.TreeEntry{Name: name, Mode: mode, Hash: h})
+	}
+	for name, content := range here {
+		mode := filemode.Regular
+		if e := findEntry(tree, name); e != nil {
+			switch e.Mode {
+			case filemode.Regular, filemode.Executable:
+				mode = e.Mode
+			case filemode.Deprecated:
+			default:
+				return plumbing.ZeroHash, fmt.Errorf("%s: not a regular file (mode %s)", name, e.Mode)
+			}
+		}
+		h, err := writeBlob(s, content)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		set(name, mode, h)
+	}
+	for name, sub := range below {
+		var subtree *object.Tree
+		if e := findEntry(tree, name); e != nil {
+			if e.Mode != filemode.Dir {
+				return plumbing.ZeroHash, fmt.Errorf("%s: not a directory", name)
+			}
+			t, err := object.GetTree(s, e.Hash)
+			if err != nil {
+				return plumbing.ZeroHash, fmt.Errorf("%s: %w", name, err)
+			}
+			subtree = t
+		}
+		h, err := writeTree(s, subtree, sub)
+		if err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("%s/%w", name, err)
+		}
+		set(name, filemode.Dir, h)
+	}
+	sort.Sort(object.TreeEntrySorter(entries))
+	obj := s.NewEncodedObject()
+	if err := (&object.Tree{Entries: entries}).Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return s.SetEncodedObject(obj)
+}
+
+func writeBlob(s storer.EncodedObjectStorer, content []byte) (plumbing.Hash, error) {
+	obj := s.NewEncodedObject()
+	obj.SetType(plumbing.BlobObject)
+	obj.SetSize(int64(len(content)))
+	w, err := obj.Writer()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if _, err := w.Write(content); err != nil {
+		w.Close()
+		return plumbing.ZeroHash, err
+	}
+	if err := w.Close(); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return s.SetEncodedObject(obj)
+}

@@ -1,0 +1,76 @@
+package pin
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metricsNamespace prefixes the writer's metric names; it is the daemon's
+// (cache.Namespace), spelled here so that pin needs nothing of the registry view.
+const metricsNamespace = "argocd_image_resolver"
+
+// Push outcomes, the values of pin_pushes_total's outcome label.
+const (
+	PushOK       = "ok"       // the branch took the commit
+	PushRejected = "rejected" // the branch moved since it was fetched (someone pushed): fetched again and retried
+	PushFailed   = "failed"   // any other failure: network, server, credentials, a refused update
+)
+
+// writerMetrics are the writer's Prometheus metrics. Labels are bounded: the
+// push outcome only; never repositories, branches or apps.
+type writerMetrics struct {
+	commits   prometheus.Counter
+	pushes    *prometheus.CounterVec
+	retries   prometheus.Counter
+	conflicts prometheus.Counter
+	pending   prometheus.Gauge
+}
+
+// newWriterMetrics creates the metrics and registers them with reg (nil: kept
+// unregistered). Writers sharing a registry share the metrics: a collector
+// already registered is taken over, and pins_pending is only ever moved by
+// deltas.
+func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
+	m := &writerMetrics{
+		commits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "pin_commits_total",
+			Help: "Commits of pins pushed to git."}),
+		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "pin_pushes_total",
+			Help: "Pushes of pin commits, by outcome: ok; rejected (the branch moved since it was fetched: fetched again, re-applied and retried); " +
+				"failed (network, server, credentials or a refused update)."}, []string{"outcome"}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "pin_push_retries_total",
+			Help: "Attempts to commit pins after the first, for a rejected or failed push."}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "pin_conflicts_total",
+			Help: "Pins not written because the file held another reference than the one they replace (a person's edit): theirs was kept."}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "pins_pending",
+			Help: "Pins submitted and not yet committed (waiting for their batch window, being pushed, or waiting to retry)."}),
+	}
+	if reg == nil {
+		return m
+	}
+	m.commits = register(reg, m.commits)
+	m.pushes = register(reg, m.pushes)
+	m.retries = register(reg, m.retries)
+	m.conflicts = register(reg, m.conflicts)
+	m.pending = register(reg, m.pending)
+	// every outcome's series exists from the start, at zero
+	for _, o := range []string{PushOK, PushRejected, PushFailed} {
+		m.pushes.WithLabelValues(o)
+	}
+	return m
+}
+
+// register registers c, or returns the collector already registered under its
+// name.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(err)
+	}
+	return c
+}

@@ -1,0 +1,676 @@
+package pin
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Change is an edit of pins to commit to an app's repository.
+type Change struct {
+	// RepoURL is the app's source repository (ARGOCD_APP_SOURCE_REPO_URL).
+	RepoURL string
+	// Branch is the branch to commit to; "" or "HEAD" means the remote's
+	// default branch. A leading refs/heads/ is dropped.
+	Branch string
+	Edit   Edit
+}
+
+// Result is what a Write did.
+type Result struct {
+	// Commit is the commit pushed ("" when nothing was to commit).
+	Commit string
+	// Branch is the branch committed to (the default branch resolved).
+	Branch string
+	// Applied are the pins the commit set; Conflicts those left alone because
+	// the file held another reference than the one they replace (a person's
+	// edit: theirs wins). Pins the file already held are in neither.
+	Applied, Conflicts []Pin
+	// Pushed says a commit was pushed.
+	Pushed bool
+	// Attempts counts the fetch-apply-commit-push rounds made (1 without a
+	// retry; 0 when there was nothing to do).
+	Attempts int
+}
+
+// Defaults of a Writer's options.
+const (
+	DefaultBatchWindow    = 2 * time.Second
+	DefaultAttempts       = 5
+	DefaultBackoff        = time.Second
+	DefaultAttemptTimeout = 2 * time.Minute
+	DefaultFlushTimeout   = 30 * time.Second
+	DefaultAuthorName     = "argocd-image-resolver"
+	DefaultAuthorEmail    = "argocd-image-resolver@localhost"
+)
+
+const (
+	// maxBackoff bounds the pause between two attempts of a Write.
+	maxBackoff = 30 * time.Second
+	// maxRequeueDelay bounds the pause before a submitted batch whose write
+	// failed is tried again; maxBatchFailures drops it after that many
+	// consecutive failures (the next render submits its pins again).
+	maxRequeueDelay  = 5 * time.Minute
+	maxBatchFailures = 8
+)
+
+// WriterOption configures a Writer.
+type WriterOption func(*Writer)
+
+// WithAuth sets the credentials for each repository: auth returns the
+// transport.AuthMethod for repoURL (e.g. *http.BasicAuth), or nil to try without
+// credentials, as git would. It is called at every Write, so a rotated secret
+// is used at the next push. Its errors must not carry a credential.
+func WithAuth(auth func(repoURL string) (transport.AuthMethod, error)) WriterOption {
+	return func(w *Writer) { w.auth = auth }
+}
+
+// WithAuthor sets the author (and committer) of pin commits.
+func WithAuthor(name, email string) WriterOption {
+	return func(w *Writer) {
+		if name != "" {
+			w.authorName = name
+		}
+		if email != "" {
+			w.authorEmail = email
+		}
+	}
+}
+
+// WithMessage sets the commit message template: a Go text/template over
+// MessageData ("" for DefaultMessage). A template that does not parse, or fails
+// over a sample commit, makes every Write fail with an error naming it (see
+// CheckMessage to check it beforehand).
+func WithMessage(tmpl string) WriterOption {
+	return func(w *Writer) {
+		if tmpl == "" {
+			w.message = nil
+			return
+		}
+		w.message = parseMessage(tmpl)
+	}
+}
+
+// WithBatchWindow sets how long submitted changes for one repository and branch
+// are gathered into one commit, from the first one queued (default 2s).
+func WithBatchWindow(d time.Duration) WriterOption {
+	return func(w *Writer) {
+		if d >= 0 {
+			w.window = d
+		}
+	}
+}
+
+// WithRetry sets how many times a Write tries (fetch, apply, commit, push) before
+// it gives up (default 5), and the pause after the first failed attempt, doubled
+// after each further one up to 30s, with jitter (default 1s).
+func WithRetry(attempts int, backoff time.Duration) WriterOption {
+	return func(w *Writer) {
+		if attempts > 0 {
+			w.attempts = attempts
+		}
+		if backoff >= 0 {
+			w.backoff = backoff
+		}
+	}
+}
+
+// WithBranchCreation lets the writer create a branch that does not exist, from
+// the tip of the remote's default branch (a pin-branch for a pull-request flow).
+// Without it, a missing branch is an error (ErrBranchNotFound).
+func WithBranchCreation(allow bool) WriterOption {
+	return func(w *Writer) { w.create = allow }
+}
+
+// WithAttemptTimeout bounds the network operations of one attempt (default 2m),
+// within the context given.
+func WithAttemptTimeout(d time.Duration) WriterOption {
+	return func(w *Writer) {
+		if d > 0 {
+			w.attemptTimeout = d
+		}
+	}
+}
+
+// WithFlushTimeout bounds how long Run goes on writing what is queued after its
+// context ends (default 30s).
+func WithFlushTimeout(d time.Duration) WriterOption {
+	return func(w *Writer) {
+		if d > 0 {
+			w.flushTimeout = d
+		}
+	}
+}
+
+// WithMetrics registers the writer's metrics with reg: pin_commits_total,
+// pin_pushes_total{outcome}, pin_push_retries_total, pin_conflicts_total and
+// pins_pending, prefixed argocd_image_resolver_. Writers given the same reg
+// share them.
+func WithMetrics(reg prometheus.Registerer) WriterOption {
+	return func(w *Writer) { w.metrics = newWriterMetrics(reg) }
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) WriterOption {
+	return func(w *Writer) {
+		if l != nil {
+			w.log = l
+		}
+	}
+}
+
+// Writer commits pins to git and pushes them: one commit per Write, or per batch
+// of submitted changes for a repository and branch. It never force-pushes: when
+// the branch moved since it was fetched, it fetches the new tip, applies the
+// edits again on it (a pin a person changed in between is a conflict: theirs
+// wins), and pushes again. Writes to one repository and branch are serialised
+// within a Writer; several Writers (several daemons) may write to the same
+// branch.
+type Writer struct {
+	auth                    func(string) (transport.AuthMethod, error)
+	authorName, authorEmail string
+	message                 *messageTemplate
+	window                  time.Duration
+	attempts                int
+	backoff                 time.Duration
+	create                  bool
+	attemptTimeout          time.Duration
+	flushTimeout            time.Duration
+	metrics                 *writerMetrics
+	log                     *slog.Logger
+	now                     func() time.Time
+
+	locksMu sync.Mutex
+	locks   map[queueKey]chan struct{}
+
+	mu       sync.Mutex
+	queues   map[queueKey]*batch
+	inflight map[queueKey]*batch
+	pending  int
+	stopping bool
+	wake     chan struct{}
+}
+
+// NewWriter returns a Writer. Submitted changes are written while Run runs.
+func NewWriter(opts ...WriterOption) *Writer {
+	w := &Writer{
+		authorName:     DefaultAuthorName,
+		authorEmail:    DefaultAuthorEmail,
+		window:         DefaultBatchWindow,
+		attempts:       DefaultAttempts,
+		backoff:        DefaultBackoff,
+		attemptTimeout: DefaultAttemptTimeout,
+		flushTimeout:   DefaultFlushTimeout,
+		log:            slog.Default(),
+		now:            time.Now,
+		locks:          map[queueKey]chan struct{}{},
+		queues:         map[queueKey]*batch{},
+		inflight:       map[queueKey]*batch{},
+		wake:           make(chan struct{}, 1),
+	}
+	for _, o := range opts {
+		o(w)
+	}
+	if w.metrics == nil {
+		w.metrics = newWriterMetrics(nil)
+	}
+	return w
+}
+
+// queueKey names a repository and branch ("" for the default branch).
+type queueKey struct{ repo, branch string }
+
+func (k queueKey) shownBranch() string {
+	if k.branch == defaultBranch {
+		return "(default)"
+	}
+	return k.branch
+}
+
+// checkChange checks what a change must hold to be written.
+func checkChange(c Change) error {
+	switch {
+	case c.RepoURL == "":
+		return fmt.Errorf("pin change of app %s: no repository URL", c.Edit.App)
+	case c.Edit.Target == nil:
+		return fmt.Errorf("pin change of app %s: no pin target", c.Edit.App)
+	}
+	if err := checkBranchName(normalizeBranch(c.Branch)); err != nil {
+		return fmt.Errorf("pin change of app %s: %w", c.Edit.App, err)
+	}
+	if err := checkPath(c.Edit.File()); err != nil {
+		return fmt.Errorf("pin change of app %s: %w", c.Edit.App, err)
+	}
+	for _, p := range c.Edit.Pins {
+		if p.Alias == "" || p.Reference == "" {
+			return fmt.Errorf("pin change of app %s: a pin needs an alias and a reference (alias %q, reference %q)", c.Edit.App, p.Alias, p.Reference)
+		}
+	}
+	return nil
+}
+
+// Write commits changes (all for one repository and branch) in one commit and
+// pushes it, synchronously. Nothing to apply (every pin already there, or a
+// conflict) makes no commit and no error. Errors name the repository and
+// branch, never a credential; see ErrBranchNotFound, ErrCredentials and
+// ErrNotPushed.
+func (w *Writer) Write(ctx context.Context, changes []Change) (Result, error) {
+	if len(changes) == 0 {
+		return Result{}, nil
+	}
+	key := queueKey{changes[0].RepoURL, normalizeBranch(changes[0].Branch)}
+	edits := make([]Edit, 0, len(changes))
+	for i, c := range changes {
+		if k := (queueKey{c.RepoURL, normalizeBranch(c.Branch)}); k != key {
+			return Result{}, fmt.Errorf("pin changes for one commit must share the repository and branch: change %d (app %s) is for %s branch %s, change 0 for %s branch %s",
+				i, c.Edit.App, redactURL(k.repo), k.shownBranch(), redactURL(key.repo), key.shownBranch())
+		}
+		if err := checkChange(c); err != nil {
+			return Result{}, err
+		}
+		edits = append(edits, c.Edit)
+	}
+	return w.write(ctx, key, edits)
+}
+
+// lock serialises the writes of one repository and branch.
+func (w *Writer) lock(ctx context.Context, key queueKey) (func(), error) {
+	w.locksMu.Lock()
+	ch := w.locks[key]
+	if ch == nil {
+		ch = make(chan struct{}, 1)
+		w.locks[key] = ch
+	}
+	w.locksMu.Unlock()
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// pause is the wait before attempt n (n >= 2): backoff doubled n-2 times, at
+// most maxBackoff, with jitter (half to all of it).
+func (w *Writer) pause(n int) time.Duration {
+	d := w.backoff
+	for i := 2; i < n && d < maxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, max(maxBackoff, w.backoff))
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func (w *Writer) write(ctx context.Context, key queueKey, edits []Edit) (Result, error) {
+	if w.message != nil && w.message.err != nil {
+		return Result{}, w.message.err
+	}
+	shown := redactURL(key.repo)
+	var auth transport.AuthMethod
+	if w.auth != nil {
+		a, err := w.auth(key.repo)
+		if err != nil {
+			return Result{}, &gitError{is: errs(ErrCredentials, err), msg: fmt.Sprintf("git repository %s: credentials: %v", shown, err)}
+		}
+		auth = a
+	}
+	unlock, err := w.lock(ctx, key)
+	if err != nil {
+		return Result{}, err
+	}
+	defer unlock()
+
+	rem := newRemote(key.repo, auth)
+	t := &target{
+		remote: rem,
+		branch: key.branch,
+		create: w.create,
+		edits:  edits,
+		author: object.Signature{Name: w.authorName, Email: w.authorEmail},
+		message: func(branch string, applied []appliedPin) (string, error) {
+			d := messageData(rem.shown, branch, applied)
+			if w.message == nil {
+				return DefaultMessage(d), nil
+			}
+			msg, err := w.message.execute(d)
+			if err != nil {
+				return "", fmt.Errorf("git commit message template %q: %w", w.message.text, err)
+			}
+			return msg, nil
+		},
+	}
+	var res Result
+	var last *attemptError
+	for n := 1; n <= w.attempts; n++ {
+		if n > 1 {
+			w.metrics.retries.Inc()
+			timer := time.NewTimer(w.pause(n))
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				timer.Stop()
+				return res, w.failed(rem, key, res.Attempts, last, ctx.Err())
+			}
+		}
+		res.Attempts = n
+		actx, cancel := context.WithTimeout(ctx, w.attemptTimeout)
+		a, aerr := t.run(actx, w.now())
+		cancel()
+		if aerr == nil {
+			return w.succeeded(rem, res, a), nil
+		}
+		last = aerr
+		branch := key.shownBranch()
+		if aerr.branch != "" {
+			branch = aerr.branch
+		}
+		if !aerr.local {
+			outcome := PushFailed
+			if aerr.kind == kindRejected {
+				outcome = PushRejected
+			}
+			w.metrics.pushes.WithLabelValues(outcome).Inc()
+		}
+		retry := aerr.kind != kindPermanent && n < w.attempts && ctx.Err() == nil
+		switch {
+		case aerr.local:
+			w.log.Warn("pins not committed", "repository", shown, "branch", branch, "error", aerr.err.Error())
+		case aerr.kind == kindRejected:
+			w.log.Info("pin push rejected: the branch moved since it was fetched", "repository", shown, "branch", branch,
+				"attempt", n, "attempts", w.attempts, "retry", retry, "reason", aerr.err.Error())
+		default:
+			w.log.Warn("pin push failed", "repository", shown, "branch", branch,
+				"attempt", n, "attempts", w.attempts, "retry", retry, "error", aerr.err.Error())
+		}
+		if !retry {
+			break
+		}
+	}
+	return res, w.failed(rem, key, res.Attempts, last, nil)
+}
+
+// errs joins the non-nil errors for errors.Is.
+func errs(es ...error) []error {
+	var out []error
+	for _, e := range es {
+		if e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// failed is a Write's error after its last attempt.
+func (w *Writer) failed(rem *remote, key queueKey, attempts int, last *attemptError, ctxErr error) error {
+	branch := key.shownBranch()
+	if last != nil && last.branch != "" {
+		branch = last.branch
+	}
+	if last == nil {
+		return &gitError{is: errs(ctxErr), msg: fmt.Sprintf("git repository %s, branch %s: pins not pushed: %v", rem.shown, branch, ctxErr)}
+	}
+	if last.kind == kindPermanent && attempts <= 1 && ctxErr == nil {
+		return last.err
+	}
+	why := ""
+	if ctxErr != nil {
+		why = fmt.Sprintf(" (%v)", ctxErr)
+	}
+	reason := strings.TrimPrefix(last.err.Error(), "git repository "+rem.shown+": ")
+	return &gitError{is: errs(ErrNotPushed, last.err, ctxErr),
+		msg: fmt.Sprintf("git repository %s, branch %s: pins not pushed after %d attempts%s; last: %s", rem.shown, branch, attempts, why, reason)}
+}
+
+// succeeded counts, logs and returns the result of a successful attempt.
+func (w *Writer) succeeded(rem *remote, res Result, a *attempt) Result {
+	res.Branch = a.branch
+	for _, p := range a.applied {
+		res.Applied = append(res.Applied, p.Pin)
+	}
+	for _, c := range a.conflicts {
+		res.Conflicts = append(res.Conflicts, c.Pin)
+		w.metrics.conflicts.Inc()
+		w.log.Warn("pin conflict: the file holds another reference than the one the pin replaces; theirs is kept",
+			"repository", rem.shown, "branch", a.branch, "app", c.App, "file", c.File, "alias", c.Pin.Alias,
+			"theirs", c.Theirs, "ours", c.Pin.Reference, "base", c.Base)
+	}
+	if a.commit.IsZero() {
+		res.Applied = nil
+		return res
+	}
+	res.Commit, res.Pushed = a.commit.String(), true
+	w.metrics.pushes.WithLabelValues(PushOK).Inc()
+	w.metrics.commits.Inc()
+	var apps []string
+	seen := map[string]bool{}
+	for _, p := range a.applied {
+		if !seen[p.App] {
+			seen[p.App] = true
+			apps = append(apps, p.App)
+		}
+	}
+	w.log.Info("pins committed", "repository", rem.shown, "branch", a.branch, "commit", res.Commit,
+		"apps", apps, "pins", len(a.applied), "conflicts", len(a.conflicts), "attempts", res.Attempts)
+	return res
+}
+
+// batch is the changes queued for one repository and branch.
+type batch struct {
+	key      queueKey
+	edits    []*Edit
+	index    map[string]int // app + file -> edits index
+	due      time.Time
+	failures int
+	pins     int
+}
+
+func newBatch(key queueKey) *batch { return &batch{key: key, index: map[string]int{}} }
+
+// add queues e; a pin for an app, file and alias already queued replaces it,
+// with its base. It returns how many pins were added.
+func (b *batch) add(e Edit) int {
+	k := e.App + "\x00" + e.File()
+	i, ok := b.index[k]
+	if !ok {
+		b.edits = append(b.edits, &Edit{App: e.App, Dir: e.Dir, Target: e.Target, Base: map[string]string{}})
+		i = len(b.edits) - 1
+		b.index[k] = i
+	}
+	q := b.edits[i]
+	q.Dir, q.Target = e.Dir, e.Target
+	added := 0
+	for _, p := range e.Pins {
+		found := false
+		for j := range q.Pins {
+			if q.Pins[j].Alias == p.Alias {
+				q.Pins[j], found = p, true
+				break
+			}
+		}
+		if !found {
+			q.Pins = append(q.Pins, p)
+			added++
+		}
+		if base, ok := e.Base[p.Alias]; ok {
+			q.Base[p.Alias] = base
+		} else {
+			delete(q.Base, p.Alias)
+		}
+	}
+	b.pins += added
+	return added
+}
+
+func (b *batch) list() []Edit {
+	out := make([]Edit, len(b.edits))
+	for i, e := range b.edits {
+		out[i] = *e
+	}
+	return out
+}
+
+// Submit queues c to be committed by Run, with the other changes for the same
+// repository and branch that arrive within the batch window (one commit). A
+// later change for the same app, file and alias replaces the queued one. A
+// change that cannot be written (no repository, no target, a bad path) is
+// logged and dropped.
+func (w *Writer) Submit(c Change) {
+	if err := checkChange(c); err != nil {
+		w.log.Error("pin change dropped", "app", c.Edit.App, "repository", redactURL(c.RepoURL), "error", err.Error())
+		return
+	}
+	key := queueKey{c.RepoURL, normalizeBranch(c.Branch)}
+	w.mu.Lock()
+	b := w.queues[key]
+	if b == nil {
+		b = newBatch(key)
+		b.due = w.now().Add(w.window)
+		w.queues[key] = b
+	}
+	w.addPending(b.add(c.Edit))
+	w.mu.Unlock()
+	w.signal()
+}
+
+// Pending counts the pins submitted and not yet written: queued, being written,
+// or waiting to be tried again.
+func (w *Writer) Pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pending
+}
+
+// addPending moves the pending count; w.mu is held.
+func (w *Writer) addPending(n int) {
+	w.pending += n
+	w.metrics.pending.Add(float64(n))
+}
+
+func (w *Writer) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run writes submitted changes, a batch when its window has passed, until ctx
+// ends; then it writes what is queued at once and returns when that is done, or
+// after the flush timeout (what is still unwritten then is logged and dropped).
+// Batches of different repositories or branches are written concurrently. A
+// batch whose write fails is queued again (under changes submitted since, which
+// win) and tried after a pause that doubles with each failure, up to 5 minutes;
+// after 8 consecutive failures it is dropped (logged): the next render submits
+// its pins again. One Run at a time.
+func (w *Writer) Run(ctx context.Context) {
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	w.mu.Lock()
+	w.stopping = false
+	w.mu.Unlock()
+	var wg sync.WaitGroup
+	done := ctx.Done()
+	for {
+		w.mu.Lock()
+		now := w.now()
+		stopping := w.stopping
+		var next time.Time
+		for key, b := range w.queues {
+			if w.inflight[key] != nil {
+				continue
+			}
+			if stopping || !b.due.After(now) {
+				delete(w.queues, key)
+				w.inflight[key] = b
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					w.flush(work, b)
+				}()
+				continue
+			}
+			if next.IsZero() || b.due.Before(next) {
+				next = b.due
+			}
+		}
+		idle := len(w.queues) == 0 && len(w.inflight) == 0
+		w.mu.Unlock()
+		if stopping && idle {
+			break
+		}
+		var timer *time.Timer
+		var timerC <-chan time.Time
+		if !next.IsZero() {
+			timer = time.NewTimer(next.Sub(now))
+			timerC = timer.C
+		}
+		select {
+		case <-done:
+			done = nil
+			w.mu.Lock()
+			w.stopping = true
+			n := w.pending
+			w.mu.Unlock()
+			if n > 0 {
+				w.log.Info("pin writer stopping: writing what is queued", "pins", n, "timeout", w.flushTimeout.String())
+			}
+			stop := time.AfterFunc(w.flushTimeout, cancelWork)
+			defer stop.Stop()
+		case <-w.wake:
+		case <-timerC:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+	wg.Wait()
+}
+
+// flush writes a batch taken off the queue.
+func (w *Writer) flush(ctx context.Context, b *batch) {
+	_, err := w.write(ctx, b.key, b.list())
+	w.mu.Lock()
+	defer w.signal()
+	defer w.mu.Unlock()
+	delete(w.inflight, b.key)
+	w.addPending(-b.pins)
+	if err == nil {
+		return
+	}
+	shown := redactURL(b.key.repo)
+	if w.stopping || ctx.Err() != nil || b.failures+1 >= maxBatchFailures {
+		w.log.Error("pins dropped: not written", "repository", shown, "branch", b.key.shownBranch(),
+			"pins", b.pins, "failures", b.failures+1, "error", err.Error())
+		return
+	}
+	nb := newBatch(b.key)
+	nb.failures = b.failures + 1
+	delay := max(w.window, w.backoff, time.Second)
+	for i := 0; i < nb.failures && delay < maxRequeueDelay; i++ {
+		delay *= 2
+	}
+	nb.due = w.now().Add(min(delay, maxRequeueDelay))
+	for _, e := range b.edits {
+		nb.add(*e)
+	}
+	if newer := w.queues[b.key]; newer != nil {
+		for _, e := range newer.edits {
+			nb.add(*e)
+		}
+		w.addPending(-newer.pins)
+	}
+	w.addPending(nb.pins)
+	w.queues[b.key] = nb
+	w.log.Warn("pins queued again after a failed write", "repository", shown, "branch", b.key.shownBranch(),
+		"pins", nb.pins, "failures", nb.failures, "retry_in", min(delay, maxRequeueDelay).String())
+}
