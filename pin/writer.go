@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -235,6 +236,17 @@ func (k queueKey) shownBranch() string {
 	return k.branch
 }
 
+// cleanDir spells an app directory as a clean repository path ("./apps/web/"
+// is apps/web; "" and "." are the root); one that leaves the repository stays
+// as it is, for checkPath to refuse.
+func cleanDir(dir string) string {
+	dir = strings.Trim(dir, "/")
+	if dir == "" {
+		return ""
+	}
+	return path.Clean(dir)
+}
+
 // checkChange checks what a change must hold to be written.
 func checkChange(c Change) error {
 	switch {
@@ -269,6 +281,7 @@ func (w *Writer) Write(ctx context.Context, changes []Change) (Result, error) {
 	key := queueKey{changes[0].RepoURL, normalizeBranch(changes[0].Branch)}
 	edits := make([]Edit, 0, len(changes))
 	for i, c := range changes {
+		c.Edit.Dir = cleanDir(c.Edit.Dir)
 		if k := (queueKey{c.RepoURL, normalizeBranch(c.Branch)}); k != key {
 			return Result{}, fmt.Errorf("pin changes for one commit must share the repository and branch: change %d (app %s) is for %s branch %s, change 0 for %s branch %s",
 				i, c.Edit.App, redactURL(k.repo), k.shownBranch(), redactURL(key.repo), key.shownBranch())
@@ -526,6 +539,7 @@ func (b *batch) list() []Edit {
 // change that cannot be written (no repository, no target, a bad path) is
 // logged and dropped.
 func (w *Writer) Submit(c Change) {
+	c.Edit.Dir = cleanDir(c.Edit.Dir)
 	if err := checkChange(c); err != nil {
 		w.log.Error("pin change dropped", "app", c.Edit.App, "repository", redactURL(c.RepoURL), "error", err.Error())
 		return

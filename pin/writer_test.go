@@ -218,8 +218,10 @@ func TestWriteCommitsAndPushes(t *testing.T) {
 		t.Errorf("second write committed or pushed: %d commits, %d pushes", n, f.s.Pushes(repoName)-pushes)
 	}
 
-	// a new file, in a new directory, and a second app in the same commit
+	// a new file, in a new directory (spelled ./apps/new/ as an app's path may
+	// be), and a second app in the same commit
 	c := f.change("main", "new", "new", "", "0.1.0")
+	c.Edit.Dir = "./apps/new/"
 	res, err = w.Write(ctx, []pin.Change{c, f.change("main", "api", "api", "2.0.0", "2.1.0")})
 	if err != nil || !res.Pushed || len(res.Applied) != 2 {
 		t.Fatalf("third write: %+v, %v", res, err)
