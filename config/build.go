@@ -2,10 +2,15 @@ package config
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/credentials"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The builders below turn a Config into the parts that talk to registries. The
@@ -55,4 +60,34 @@ func (c Config) NewDirectResolver(log *slog.Logger, opts ...resolve.RemoteOption
 		return nil, err
 	}
 	return c.NewResolver(remote), nil
+}
+
+// NewPinWriter builds the git writer of pins (pin-mode write and use) of this
+// configuration: author, message template, batch window and the HTTPS credentials
+// per repository prefix (read at each push, so a rotated token is used at once; a
+// repository no prefix matches is tried without credentials). Its metrics go to
+// reg; opts come last.
+func (c Config) NewPinWriter(log *slog.Logger, reg prometheus.Registerer, opts ...pin.WriterOption) *pin.Writer {
+	name, email := c.Git.GitAuthor()
+	base := []pin.WriterOption{
+		pin.WithAuthor(name, email),
+		pin.WithLogger(log),
+		pin.WithAuth(func(repoURL string) (transport.AuthMethod, error) {
+			user, password, ok, err := c.Git.CredentialFor(repoURL)
+			if err != nil || !ok {
+				return nil, err
+			}
+			return &githttp.BasicAuth{Username: user, Password: password}, nil
+		}),
+	}
+	if reg != nil {
+		base = append(base, pin.WithMetrics(reg))
+	}
+	if c.Git.Message != "" {
+		base = append(base, pin.WithMessage(c.Git.Message))
+	}
+	if c.Git.BatchWindow > 0 {
+		base = append(base, pin.WithBatchWindow(time.Duration(c.Git.BatchWindow)))
+	}
+	return pin.NewWriter(append(base, opts...)...)
 }

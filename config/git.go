@@ -7,9 +7,9 @@ import (
 	"net/mail"
 	"os"
 	"strings"
-	"text/template"
 	"time"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -80,7 +80,7 @@ func (g GitConfig) Validate() error {
 		}
 	}
 	if g.Message != "" {
-		if _, err := template.New("message").Parse(g.Message); err != nil {
+		if err := pin.CheckMessage(g.Message); err != nil {
 			return &resolve.InputError{Field: "git.message", Value: g.Message, Accepted: "a Go text/template", Err: err}
 		}
 	}

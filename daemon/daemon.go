@@ -21,7 +21,9 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
+	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
@@ -42,6 +44,10 @@ type Daemon struct {
 	// or no notifier given).
 	Tracker   *Tracker
 	Refresher *Refresher
+	pins      PinWriter
+
+	pinErrMu sync.Mutex
+	pinErrs  map[string]string // app -> why its last pin write failed
 
 	mu        sync.Mutex
 	socketLn  net.Listener
@@ -57,8 +63,14 @@ type options struct {
 	log          *slog.Logger
 	remoteOpts   []resolve.RemoteOption
 	notifier     Notifier
+	pins         PinWriter
 	refreshEvery time.Duration
 }
+
+// WithPinWriter gives the daemon the git writer of pins (pin.Writer), for apps
+// with pin-mode write or use. Without one, their renders work and nothing is
+// committed.
+func WithPinWriter(w PinWriter) Option { return func(o *options) { o.pins = w } }
 
 // WithNotifier gives the refresh loop the way to ask Argo CD for a render
 // (notify.Kubernetes). Without one, or with refresh: off, the loop does not run.
@@ -113,13 +125,18 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		cache.WithMetrics(d.Metrics.Metrics))
 	d.Resolver = cfg.NewResolver(d.Registry, resolve.WithObserver(d.Metrics.observeResolution))
 	d.Server = NewServer(d.Resolver, d.Metrics, d.log)
-	if cfg.Refresh == config.RefreshHard && o.notifier != nil {
+	d.pins = o.pins
+	if d.pins == nil {
+		d.pins = cfg.NewPinWriter(o.log, d.Metrics.Registry, pin.WithOnResult(d.pinResult))
+	}
+	if cfg.Refresh == config.RefreshHard {
 		every := o.refreshEvery
 		if every <= 0 {
 			every = refreshEvery(cfg.TagTTL)
 		}
 		d.Tracker = NewTracker(cfg.MaxTrackedApps, cfg.ForgetAfter, cfg.ControlPlaneNamespace, d.Metrics)
 		d.Refresher = NewRefresher(d.Tracker, d.Resolver, o.notifier, cfg.RefreshInterval, every, cfg.FetchTimeout, o.log)
+		d.Refresher.pins = d.pins
 	}
 	return d, nil
 }
@@ -129,7 +146,7 @@ func (d *Daemon) socketHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", d.Server.Handler())
 	settings := pipeline.Settings{ExtraImagePaths: d.cfg.ExtraImagePaths, DefaultPlatforms: d.cfg.DefaultPlatforms}
-	mux.Handle("POST "+delegate.Path, GenerateHandler(pipeline.New(d.Resolver, settings), d.Tracker, d.log))
+	mux.Handle("POST "+delegate.Path, GenerateHandler(pipeline.New(d.Resolver, settings), d.afterRender, d.log))
 	mux.HandleFunc("POST "+PathRenders, d.serveRenders)
 	return mux
 }
@@ -215,9 +232,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 	refresh := "off"
 	if d.Refresher != nil {
 		refresh = fmt.Sprintf("hard, at most once per %s per app, a pass every %s", d.cfg.RefreshInterval, d.Refresher.every)
+		if d.Refresher.notifier == nil {
+			refresh = fmt.Sprintf("pins only (no Kubernetes API): pin-mode use apps get new pins, at most once per %s per app, a pass every %s", d.cfg.RefreshInterval, d.Refresher.every)
+		}
 		go func() { defer close(loopDone); d.Refresher.Run(loopCtx) }()
 	} else {
 		close(loopDone)
+	}
+	pinsDone := make(chan struct{})
+	if d.pins != nil {
+		go func() { defer close(pinsDone); d.pins.Run(loopCtx) }()
+	} else {
+		close(pinsDone)
 	}
 	d.ready.Store(true)
 	close(d.readyCh)
@@ -238,6 +264,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.ready.Store(false)
 	stopLoop()
 	<-loopDone
+	<-pinsDone // the writer flushes what is queued, bounded
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
 	for _, srv := range servers {
@@ -297,4 +324,44 @@ func (d *Daemon) serveRenders(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// afterRender is what the daemon does with a render it served: remember it for the
+// refresh loop, and queue the pins it asks for (pin-mode write and use).
+func (d *Daemon) afterRender(env *plugin.Env, report *pipeline.Report) {
+	rd, ok := RenderOf(env, report)
+	if !ok {
+		return
+	}
+	// Without a Kubernetes API only pin-mode use apps can be acted on.
+	if d.Tracker != nil && (d.Refresher.notifier != nil || rd.pins != nil) {
+		if err := d.Tracker.Remember(rd); err != nil {
+			d.log.Warn("render not tracked for refreshes", "app", env.AppName, "err", err)
+		}
+	}
+	if d.pins == nil {
+		return
+	}
+	d.pinErrMu.Lock()
+	if msg, ok := d.pinErrs[env.AppName]; ok {
+		report.Notes = append(report.Notes, "pins not committed: "+msg+" (the app renders as before; the daemon retries)")
+	}
+	d.pinErrMu.Unlock()
+	if e, ok := report.PinEdit(env.AppName, env.SourcePath); ok {
+		d.pins.Submit(pin.Change{RepoURL: env.SourceRepoURL, Branch: PinBranch(report.Pins.Branch, env.SourceTargetRevision), Edit: e})
+	}
+}
+
+// pinResult records how the last pin write of app ended, for its next render.
+func (d *Daemon) pinResult(app string, err error) {
+	d.pinErrMu.Lock()
+	defer d.pinErrMu.Unlock()
+	if err == nil {
+		delete(d.pinErrs, app)
+		return
+	}
+	if d.pinErrs == nil {
+		d.pinErrs = map[string]string{}
+	}
+	d.pinErrs[app] = OneLine(err)
 }

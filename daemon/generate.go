@@ -22,9 +22,10 @@ import (
 
 // GenerateHandler serves POST /v1/generate: the render of
 // argocd-image-resolver-generate, done here with Helm, Kustomize and the registry
-// cache already loaded, answered as generate would have printed it. Renders are
-// remembered by tracker (nil: the refresh loop is off).
-func GenerateHandler(p *pipeline.Pipeline, tracker *Tracker, log *slog.Logger) http.Handler {
+// cache already loaded, answered as generate would have printed it. after, when
+// not nil, is given every render that got as far as a report (the refresh loop's
+// bookkeeping, pins to commit).
+func GenerateHandler(p *pipeline.Pipeline, after func(*plugin.Env, *pipeline.Report), log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req delegate.Request
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
@@ -41,12 +42,10 @@ func GenerateHandler(p *pipeline.Pipeline, tracker *Tracker, log *slog.Logger) h
 		if err == nil {
 			var report *pipeline.Report
 			resp.Stdout, report, err = p.Render(r.Context(), req.Dir, env)
-			report.WriteNotes(&stderr)
-			if rd, ok := RenderOf(env, report); ok && tracker != nil {
-				if terr := tracker.Remember(rd); terr != nil {
-					log.Warn("render not tracked for refreshes", "app", env.AppName, "err", terr)
-				}
+			if after != nil && report != nil {
+				after(env, report) // may add notes
 			}
+			report.WriteNotes(&stderr)
 		}
 		if err != nil {
 			msg := OneLine(err)

@@ -11,6 +11,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/notify"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -21,8 +23,16 @@ type Notifier interface {
 	HardRefresh(ctx context.Context, app notify.App) (requested bool, err error)
 }
 
+// PinWriter commits pins to git (pin.Writer): Submit queues a change, Run commits
+// the queue until its context ends.
+type PinWriter interface {
+	Submit(pin.Change)
+	Run(ctx context.Context)
+}
+
 // Refresh outcomes, the values of the refreshes_total metric's label.
 const (
+	outcomePinSubmitted    = "pin-submitted"
 	outcomeRequested       = "requested"
 	outcomeAlreadyPending  = "already-pending"
 	outcomeSkippedInterval = "skipped-interval"
@@ -52,6 +62,7 @@ type Refresher struct {
 	tracker  *Tracker
 	batch    resolve.Batch
 	notifier Notifier
+	pins     PinWriter // nil: pin-mode use apps are refreshed like the others
 	interval time.Duration
 	every    time.Duration
 	timeout  time.Duration
@@ -110,8 +121,11 @@ func (r *Refresher) Pass(ctx context.Context) {
 // change is one image whose answer differs from what the app rendered.
 type change struct {
 	image    string
+	alias    string
 	req      resolve.Request
 	old, new string
+	res      *resolve.Result
+	pins     *pinSource // where the new pin goes (pin-mode use); nil: a refresh
 }
 
 // check re-resolves one app and refreshes it if an answer changed.
@@ -138,7 +152,7 @@ func (r *Refresher) check(ctx context.Context, c appCheck) {
 			continue // not news: the registry could not be asked
 		}
 		if ref := a.Result.ReferenceFor(reqs[i].Image); ref != c.images[i].Ref {
-			changes = append(changes, change{image: reqs[i].Image, req: reqs[i], old: c.images[i].Ref, new: ref})
+			changes = append(changes, change{image: reqs[i].Image, alias: c.images[i].Alias, req: reqs[i], old: c.images[i].Ref, new: ref, res: a.Result, pins: c.pins[i]})
 		}
 	}
 	if len(changes) == 0 {
@@ -155,6 +169,13 @@ func (r *Refresher) check(ctx context.Context, c appCheck) {
 	}
 	if err := r.limiter.Wait(ctx); err != nil {
 		return
+	}
+	if r.pins != nil && changes[0].pins != nil {
+		r.commitPins(c, changes)
+		return
+	}
+	if r.notifier == nil {
+		return // no Kubernetes API: only pins can be committed
 	}
 	requested, err := r.notifier.HardRefresh(ctx, c.app)
 	switch {
@@ -183,6 +204,38 @@ func (r *Refresher) check(ctx context.Context, c appCheck) {
 		r.log.Info(msg, "app", c.name, "application", c.app.String(), "image", strings.Join(images, ", "),
 			"old", strings.Join(olds, ", "), "new", strings.Join(news, ", "), "outcome", outcome)
 	}
+}
+
+// commitPins queues the new pins of a pin-mode use app: the commit makes Argo CD
+// render the app again by itself, and a revert of it rolls the app back. The
+// changes are taken as rendered: the writer never writes a pin twice, and a
+// person's edit of the pin in between wins.
+func (r *Refresher) commitPins(c appCheck, changes []change) {
+	bySource := map[*pinSource]*pin.Edit{}
+	var order []*pinSource
+	for _, ch := range changes {
+		if ch.pins == nil {
+			continue
+		}
+		e := bySource[ch.pins]
+		if e == nil {
+			e = &pin.Edit{App: c.name, Dir: ch.pins.dir, Target: ch.pins.target, Base: map[string]string{}}
+			bySource[ch.pins] = e
+			order = append(order, ch.pins)
+		}
+		e.Pins = append(e.Pins, pipeline.PinOf(ch.alias, ch.req, ch.res))
+		e.Base[ch.alias] = ch.old
+	}
+	for _, src := range order {
+		r.pins.Submit(pin.Change{RepoURL: src.repoURL, Branch: src.branch, Edit: *bySource[src]})
+	}
+	r.tracker.refreshed(c, changes, true)
+	r.m.Refreshes.WithLabelValues(outcomePinSubmitted).Inc()
+	var olds, news []string
+	for _, ch := range changes {
+		olds, news = append(olds, ch.old), append(news, ch.new)
+	}
+	r.log.Info("new pins queued for commit: a new image matches", "app", c.name, "old", strings.Join(olds, ", "), "new", strings.Join(news, ", "))
 }
 
 // due says whether c's app may be refreshed now, and marks its change pending. It

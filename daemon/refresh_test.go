@@ -485,10 +485,11 @@ func names(t *Tracker) []string {
 
 func TestRenderOf(t *testing.T) {
 	req := resolve.Request{Image: "reg/web", Policy: resolve.PolicySpec{Strategy: "semver"}}
+	web := &plugin.ImagePolicy{Alias: "web"}
 	report := &pipeline.Report{Refresh: plugin.RefreshHard, Substitutions: []*pipeline.Substitution{
-		{Request: req, Answer: resolve.Answer{Result: &resolve.Result{Tag: "1.0.0", Digest: "sha256:aa", Pinned: true}}},
-		{Request: req, Answer: resolve.Answer{Result: &resolve.Result{Tag: "1.0.0", Digest: "sha256:aa", Pinned: true}}},
-		{Request: resolve.Request{Image: "reg/api"}, Answer: resolve.Answer{Error: "boom", ErrorKind: resolve.KindRegistry}},
+		{Policy: web, Request: req, Answer: resolve.Answer{Result: &resolve.Result{Tag: "1.0.0", Digest: "sha256:aa", Pinned: true}}},
+		{Policy: web, Request: req, Answer: resolve.Answer{Result: &resolve.Result{Tag: "1.0.0", Digest: "sha256:aa", Pinned: true}}},
+		{Policy: &plugin.ImagePolicy{Alias: "api"}, Request: resolve.Request{Image: "reg/api"}, Answer: resolve.Answer{Error: "boom", ErrorKind: resolve.KindRegistry}},
 	}}
 	env := &plugin.Env{AppName: "web", SourceRepoURL: "https://git/x.git", SourcePath: "apps/web", Revision: "abc"}
 	r, ok := RenderOf(env, report)

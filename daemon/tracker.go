@@ -11,6 +11,7 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/argocd-image-resolver/argocd-image-resolver/notify"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
@@ -29,10 +30,22 @@ type Render struct {
 	// Refresh is plugin.RefreshOff when the app opted out of the refresh loop.
 	Refresh string          `json:"refresh,omitempty"`
 	Images  []RenderedImage `json:"images"`
+
+	// pins is set for an app with pin-mode use rendered in this process: its
+	// changes are committed as new pins rather than asked for as a refresh.
+	pins *pinSource
+}
+
+// pinSource is where a pin-mode use app's pins are committed.
+type pinSource struct {
+	repoURL, branch, dir string
+	target               pin.Target
 }
 
 // RenderedImage is one distinct image request of a render and what it gave.
 type RenderedImage struct {
+	// Alias is the image's alias in the app's policy.
+	Alias   string          `json:"alias,omitempty"`
 	Request resolve.Request `json:"request"`
 	// Ref is the reference written into the manifests ("" when the resolution
 	// failed, so that a later success refreshes the app).
@@ -49,12 +62,18 @@ func RenderOf(env *plugin.Env, report *pipeline.Report) (Render, bool) {
 		return Render{}, false
 	}
 	r := Render{App: env.AppName, RepoURL: env.SourceRepoURL, Path: env.SourcePath, Revision: env.Revision, Refresh: report.Refresh}
+	if report.PinMode == plugin.PinUse {
+		r.pins = &pinSource{repoURL: env.SourceRepoURL, branch: PinBranch(report.Pins.Branch, env.SourceTargetRevision), dir: env.SourcePath, target: report.Pins.Target}
+	}
 	for _, s := range report.Substitutions {
 		if slices.ContainsFunc(r.Images, func(im RenderedImage) bool { return sameRequest(im.Request, s.Request) }) {
 			continue
 		}
-		im := RenderedImage{Request: s.Request}
-		if s.Answer.Error == "" && s.Answer.Result != nil {
+		im := RenderedImage{Alias: s.Policy.Alias, Request: s.Request}
+		switch {
+		case s.FromPin != nil:
+			im.Ref = s.FromPin.Reference
+		case s.Answer.Error == "" && s.Answer.Result != nil:
 			im.Ref = s.Answer.Result.ReferenceFor(s.Request.Image)
 		}
 		r.Images = append(r.Images, im)
@@ -74,6 +93,7 @@ type trackedSource struct {
 	repoURL, path, revision string
 	images                  []RenderedImage
 	rendered                time.Time
+	pins                    *pinSource
 }
 
 // trackedApp is an app the refresh loop watches.
@@ -159,7 +179,7 @@ func (t *Tracker) Remember(r Render) error {
 		t.order.MoveToFront(a.elem)
 	}
 	a.rendered = now
-	a.sources[key] = &trackedSource{repoURL: r.RepoURL, path: r.Path, revision: r.Revision, images: slices.Clone(r.Images), rendered: now}
+	a.sources[key] = &trackedSource{repoURL: r.RepoURL, path: r.Path, revision: r.Revision, images: slices.Clone(r.Images), rendered: now, pins: r.pins}
 	// The app rendered again: what it shows now is what the loop compares against.
 	a.pendingSince, a.attempts, a.nextAttempt = time.Time{}, 0, time.Time{}
 	for len(t.apps) > t.max {
@@ -221,6 +241,7 @@ type appCheck struct {
 	app      notify.App
 	rendered time.Time
 	images   []RenderedImage // every distinct request of every source
+	pins     []*pinSource    // of each image: where its pin goes (pin-mode use), else nil
 }
 
 // snapshot copies what a pass of the loop checks.
@@ -240,6 +261,7 @@ func (t *Tracker) snapshot() []appCheck {
 			for _, im := range a.sources[k].images {
 				if !slices.ContainsFunc(c.images, func(x RenderedImage) bool { return sameRequest(x.Request, im.Request) && x.Ref == im.Ref }) {
 					c.images = append(c.images, im)
+					c.pins = append(c.pins, a.sources[k].pins)
 				}
 			}
 		}
@@ -272,4 +294,16 @@ func (t *Tracker) oldestPending() time.Duration {
 		return 0
 	}
 	return t.now().Sub(oldest)
+}
+
+// PinBranch is the branch pins of an app are committed to: pin-branch, else the
+// app's target revision; "" (and HEAD) mean the repository's default branch.
+func PinBranch(pinBranch, targetRevision string) string {
+	if pinBranch != "" {
+		return pinBranch
+	}
+	if targetRevision == "HEAD" {
+		return ""
+	}
+	return targetRevision
 }

@@ -159,6 +159,13 @@ func WithMetrics(reg prometheus.Registerer) WriterOption {
 	return func(w *Writer) { w.metrics = newWriterMetrics(reg) }
 }
 
+// WithOnResult is told, for every app of a submitted batch, how its write ended
+// (nil: committed, or nothing to commit), so that the app's next render can say
+// why its pins are not in git.
+func WithOnResult(f func(app string, err error)) WriterOption {
+	return func(w *Writer) { w.onResult = f }
+}
+
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) WriterOption {
 	return func(w *Writer) {
@@ -176,6 +183,7 @@ func WithLogger(l *slog.Logger) WriterOption {
 // within a Writer; several Writers (several daemons) may write to the same
 // branch.
 type Writer struct {
+	onResult                func(app string, err error)
 	auth                    func(string) (transport.AuthMethod, error)
 	authorName, authorEmail string
 	message                 *messageTemplate
@@ -652,7 +660,13 @@ func (w *Writer) Run(ctx context.Context) {
 
 // flush writes a batch taken off the queue.
 func (w *Writer) flush(ctx context.Context, b *batch) {
-	_, err := w.write(ctx, b.key, b.list())
+	edits := b.list()
+	_, err := w.write(ctx, b.key, edits)
+	if w.onResult != nil {
+		for _, e := range edits {
+			w.onResult(e.App, err)
+		}
+	}
 	w.mu.Lock()
 	defer w.signal()
 	defer w.mu.Unlock()
