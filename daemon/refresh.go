@@ -155,6 +155,9 @@ func (r *Refresher) check(ctx context.Context, c appCheck) {
 			changes = append(changes, change{image: reqs[i].Image, alias: c.images[i].Alias, req: reqs[i], old: c.images[i].Ref, new: ref, res: a.Result, pins: c.pins[i]})
 		}
 	}
+	if len(changes) > 0 {
+		changes = r.tracker.reverted(c.name, changes)
+	}
 	if len(changes) == 0 {
 		r.tracker.settle(c)
 		return
@@ -229,6 +232,7 @@ func (r *Refresher) commitPins(c appCheck, changes []change) {
 	for _, src := range order {
 		r.pins.Submit(pin.Change{RepoURL: src.repoURL, Branch: src.branch, Edit: *bySource[src]})
 	}
+	r.tracker.pinned(c.name, changes)
 	r.tracker.refreshed(c, changes, true)
 	r.m.Refreshes.WithLabelValues(outcomePinSubmitted).Inc()
 	var olds, news []string

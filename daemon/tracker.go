@@ -104,6 +104,11 @@ type trackedApp struct {
 	rendered time.Time                 // last render
 	elem     *list.Element             // in Tracker.order, most recently rendered at the front
 
+	// committed is, per alias, the last pin this daemon queued for a pin-mode use
+	// app: when the app renders something else again (the commit was reverted),
+	// that reference is not pinned again.
+	committed map[string]string
+
 	lastRefresh  time.Time // last refresh requested
 	pendingSince time.Time // a change seen and not yet refreshed; zero when none
 	attempts     int       // failed refreshes since the last success
@@ -306,4 +311,41 @@ func PinBranch(pinBranch, targetRevision string) string {
 		return ""
 	}
 	return targetRevision
+}
+
+// reverted drops the changes to a pin this daemon already committed and the app
+// no longer renders: a person reverted it, and a revert is a decision.
+func (t *Tracker) reverted(name string, changes []change) []change {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a, ok := t.apps[name]
+	if !ok {
+		return changes
+	}
+	var out []change
+	for _, ch := range changes {
+		if ch.pins != nil && a.committed[ch.alias] == ch.new {
+			continue
+		}
+		out = append(out, ch)
+	}
+	return out
+}
+
+// pinned records the pins queued for an app.
+func (t *Tracker) pinned(name string, changes []change) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a, ok := t.apps[name]
+	if !ok {
+		return
+	}
+	if a.committed == nil {
+		a.committed = map[string]string{}
+	}
+	for _, ch := range changes {
+		if ch.pins != nil {
+			a.committed[ch.alias] = ch.new
+		}
+	}
 }
