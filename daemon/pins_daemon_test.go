@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin/gittest"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
-	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
