@@ -289,10 +289,10 @@ func TestGenerateBadInput(t *testing.T) {
 			map[string]string{"d.yaml": fmt.Sprintf(deployment, "registry.demo.local/demo/web:1.0.0"), ".argocd-image-resolver.yaml": policy},
 			map[string]string{"ARGOCD_APP_PARAMETERS": params("web.platforms", "linux/s390x")},
 			[]string{"no tag qualifies", "linux/s390x", "1.2.0"}},
-		{"pin-mode not available",
+		{"unknown pin-target",
 			map[string]string{"d.yaml": fmt.Sprintf(deployment, "registry.demo.local/demo/web:1.0.0"), ".argocd-image-resolver.yaml": policy},
-			map[string]string{"ARGOCD_APP_PARAMETERS": params("pin-mode", "use")},
-			[]string{"pin-mode", `"use"`}},
+			map[string]string{"ARGOCD_APP_PARAMETERS": params("pin-mode", "use", "pin-target", "values")},
+			[]string{`parameter "pin-target"`, `"values"`, "helmvalues:<path>"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
