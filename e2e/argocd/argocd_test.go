@@ -56,6 +56,7 @@ var scenarios = []struct {
 	{"registry-down", testRegistryDown},
 	{"daemon-unreachable", testDaemonUnreachable},
 	{"new-tag-refresh", testNewTagRefresh},
+	{"pins-in-git", testPinsInGit},
 	{"render-latency", testRenderLatency},
 }
 

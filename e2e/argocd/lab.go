@@ -16,6 +16,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -642,6 +643,13 @@ func (l *Lab) startGit() error {
 	}
 	l.gitSrv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(gitLog, "%s %s %s\n", time.Now().Format("15:04:05.000"), r.Method, r.URL.RequestURI())
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
+			// As a git host does: a push webhook to Argo CD after the push.
+			before := l.gitTip()
+			h.ServeHTTP(w, r)
+			l.pushWebhook(gitLog, before)
+			return
+		}
 		h.ServeHTTP(w, r)
 	})}
 	go func() { _ = l.gitSrv.Serve(ln) }()
@@ -666,6 +674,48 @@ func (l *Lab) startGit() error {
 		}
 	}
 	return nil
+}
+
+// gitTip is the commit main of the lab's repository points at ("" before any).
+func (l *Lab) gitTip() string {
+	out, err := exec.Command("git", "-C", filepath.Join(l.Dir, "git", "apps.git"), "rev-parse", "--verify", "-q", "refs/heads/main").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// pushWebhook tells argocd-server about a push to main, with GitHub's push event
+// (Argo CD's /api/webhook; no secret configured), as a git host would: Argo CD
+// then refreshes the apps of that repository at once instead of at its next poll.
+func (l *Lab) pushWebhook(log io.Writer, before string) {
+	after := l.gitTip()
+	if after == "" || after == before || l.ServerAddr == "" {
+		return
+	}
+	var files []string
+	if before != "" {
+		out, _ := exec.Command("git", "-C", filepath.Join(l.Dir, "git", "apps.git"), "diff", "--name-only", before, after).Output()
+		files = strings.Fields(string(out))
+	}
+	if before == "" {
+		before = strings.Repeat("0", 40)
+	}
+	payload, _ := json.Marshal(map[string]any{
+		"ref": "refs/heads/main", "before": before, "after": after,
+		"repository": map[string]any{"html_url": strings.TrimSuffix(l.GitURL, ".git"), "default_branch": "main"},
+		"commits":    []map[string]any{{"id": after, "modified": files}},
+	})
+	req, _ := http.NewRequest(http.MethodPost, "http://"+l.ServerAddr+"/api/webhook", bytes.NewReader(payload))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "push")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		fmt.Fprintf(log, "%s webhook: %v\n", time.Now().Format("15:04:05.000"), err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Fprintf(log, "%s webhook push %s..%s (%d files): %s\n", time.Now().Format("15:04:05.000"), before[:7], after[:7], len(files), resp.Status)
 }
 
 func copyDir(src, dst string) error {
