@@ -8,8 +8,6 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/credentials"
-	"github.com/go-git/go-git/v5/plumbing/transport"
-	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -63,22 +61,16 @@ func (c Config) NewDirectResolver(log *slog.Logger, opts ...resolve.RemoteOption
 }
 
 // NewPinWriter builds the git writer of pins (pin-mode write and use) of this
-// configuration: author, message template, batch window and the HTTPS credentials
-// per repository prefix (read at each push, so a rotated token is used at once; a
-// repository no prefix matches is tried without credentials). Its metrics go to
-// reg; opts come last.
+// configuration: author, message template, batch window and the credentials per
+// repository prefix, HTTPS or SSH (GitConfig.AuthFor: read at each push, so a
+// rotated token or key is used at once; a repository no prefix matches is tried
+// without credentials). Its metrics go to reg; opts come last.
 func (c Config) NewPinWriter(log *slog.Logger, reg prometheus.Registerer, opts ...pin.WriterOption) *pin.Writer {
 	name, email := c.Git.GitAuthor()
 	base := []pin.WriterOption{
 		pin.WithAuthor(name, email),
 		pin.WithLogger(log),
-		pin.WithAuth(func(repoURL string) (transport.AuthMethod, error) {
-			user, password, ok, err := c.Git.CredentialFor(repoURL)
-			if err != nil || !ok {
-				return nil, err
-			}
-			return &githttp.BasicAuth{Username: user, Password: password}, nil
-		}),
+		pin.WithAuth(c.Git.AuthFor),
 	}
 	if reg != nil {
 		base = append(base, pin.WithMetrics(reg))

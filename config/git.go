@@ -2,12 +2,20 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/mail"
 	"os"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
@@ -28,14 +36,44 @@ type GitConfig struct {
 	Credentials []GitCredential `json:"credentials,omitempty"`
 }
 
-// GitCredential is an HTTPS credential for the repositories under Prefix: a
-// username and a password (or token) read from a file or an environment variable
-// when a push needs it, never stored in the configuration itself.
+// GitCredential is the credential for the repositories under Prefix, read when a
+// push needs it (so a rotated secret is used at the next push), never stored in
+// the configuration itself. For an https:// (or http://) prefix: a username and a
+// password (or token) read from a file or an environment variable. For an ssh
+// prefix (ssh://git@host[:port]/path or scp-like git@host:path): a private key
+// file (its passphrase, if any, in a file of its own) and a known_hosts file the
+// server's host key must be in; there is no way to skip the host key check.
 type GitCredential struct {
 	Prefix       string `json:"prefix"`
 	Username     string `json:"username,omitempty"`
 	PasswordFile string `json:"passwordFile,omitempty"`
 	PasswordEnv  string `json:"passwordEnv,omitempty"`
+
+	SSHKeyFile           string `json:"sshKeyFile,omitempty"`
+	SSHKeyPassphraseFile string `json:"sshKeyPassphraseFile,omitempty"`
+	KnownHostsFile       string `json:"knownHostsFile,omitempty"`
+}
+
+// IsSSH says whether the prefix is an ssh one: ssh://... or scp-like
+// [user@]host:path (no scheme, a colon before any slash).
+func (c GitCredential) IsSSH() bool { return isSSHURL(c.Prefix) }
+
+func isSSHURL(s string) bool {
+	if strings.HasPrefix(s, "ssh://") {
+		return true
+	}
+	if strings.Contains(s, "://") {
+		return false
+	}
+	colon := strings.Index(s, ":")
+	if colon <= 0 {
+		return false
+	}
+	host := s[:colon]
+	if at := strings.LastIndex(host, "@"); at >= 0 {
+		host = host[at+1:]
+	}
+	return host != "" && !strings.ContainsAny(host, "/ ")
 }
 
 // Duration is a time.Duration written as a Go duration string in YAML.
@@ -64,7 +102,7 @@ func parseGit(source string, raw json.RawMessage) (GitConfig, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&g); err != nil {
-		return GitConfig{}, fmt.Errorf("config %s: git: %w (accepted keys: author, message, batchWindow, credentials: [{prefix, username, passwordFile | passwordEnv}])", source, err)
+		return GitConfig{}, fmt.Errorf("config %s: git: %w (accepted keys: author, message, batchWindow, credentials: [{prefix, username, passwordFile | passwordEnv} for https, {prefix, sshKeyFile, sshKeyPassphraseFile, knownHostsFile} for ssh])", source, err)
 	}
 	if err := g.Validate(); err != nil {
 		return GitConfig{}, fmt.Errorf("config %s: %w", source, err)
@@ -85,13 +123,45 @@ func (g GitConfig) Validate() error {
 		}
 	}
 	for i, c := range g.Credentials {
-		f := fmt.Sprintf("git.credentials[%d]", i)
-		switch {
-		case !strings.HasPrefix(c.Prefix, "https://") && !strings.HasPrefix(c.Prefix, "http://"):
-			return &resolve.InputError{Field: f + ".prefix", Value: c.Prefix, Accepted: "an http(s):// repository URL prefix, e.g. https://git.example.com/org/"}
-		case (c.PasswordFile == "") == (c.PasswordEnv == ""):
-			return &resolve.InputError{Field: f, Value: c.Prefix, Accepted: "exactly one of passwordFile and passwordEnv"}
+		if err := c.validate(fmt.Sprintf("git.credentials[%d]", i)); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+func (c GitCredential) validate(f string) error {
+	const (
+		sshHow   = "an ssh:// or scp-like prefix takes sshKeyFile and knownHostsFile (sshKeyPassphraseFile if the key has one), not passwordFile, passwordEnv or username (the user is the URL's, git if it names none)"
+		httpsHow = "an http(s):// prefix takes exactly one of passwordFile and passwordEnv (and a username), not sshKeyFile, sshKeyPassphraseFile or knownHostsFile"
+	)
+	if c.IsSSH() {
+		switch {
+		case c.PasswordFile != "":
+			return &resolve.InputError{Field: f + ".passwordFile", Value: c.PasswordFile, Accepted: sshHow}
+		case c.PasswordEnv != "":
+			return &resolve.InputError{Field: f + ".passwordEnv", Value: c.PasswordEnv, Accepted: sshHow}
+		case c.Username != "":
+			return &resolve.InputError{Field: f + ".username", Value: c.Username, Accepted: sshHow}
+		case c.SSHKeyFile == "":
+			return &resolve.InputError{Field: f + ".sshKeyFile", Value: "", Accepted: "the path of the private key for " + c.Prefix}
+		case c.KnownHostsFile == "":
+			return &resolve.InputError{Field: f + ".knownHostsFile", Value: "", Accepted: "the path of a known_hosts file holding the host key of the server of " + c.Prefix + ": it is required, the host key is always checked"}
+		}
+		return nil
+	}
+	if !strings.HasPrefix(c.Prefix, "https://") && !strings.HasPrefix(c.Prefix, "http://") {
+		return &resolve.InputError{Field: f + ".prefix", Value: c.Prefix, Accepted: "an http(s):// repository URL prefix, e.g. https://git.example.com/org/, or an ssh one, e.g. ssh://git@git.example.com/org/ or git@git.example.com:org/"}
+	}
+	switch {
+	case c.SSHKeyFile != "":
+		return &resolve.InputError{Field: f + ".sshKeyFile", Value: c.SSHKeyFile, Accepted: httpsHow}
+	case c.SSHKeyPassphraseFile != "":
+		return &resolve.InputError{Field: f + ".sshKeyPassphraseFile", Value: c.SSHKeyPassphraseFile, Accepted: httpsHow}
+	case c.KnownHostsFile != "":
+		return &resolve.InputError{Field: f + ".knownHostsFile", Value: c.KnownHostsFile, Accepted: httpsHow}
+	case (c.PasswordFile == "") == (c.PasswordEnv == ""):
+		return &resolve.InputError{Field: f, Value: c.Prefix, Accepted: "exactly one of passwordFile and passwordEnv"}
 	}
 	return nil
 }
@@ -109,20 +179,31 @@ func (g GitConfig) GitAuthor() (name, email string) {
 	return addr.Name, addr.Address
 }
 
-// CredentialFor returns the username and password for repoURL (ok false when no
-// prefix matches). The password is read now, so that a rotated secret is used at
-// the next push; errors name the file or variable, never the value.
-func (g GitConfig) CredentialFor(repoURL string) (user, password string, ok bool, err error) {
+// credentialFor returns the index of the credential with the longest prefix of
+// repoURL, -1 for none.
+func (g GitConfig) credentialFor(repoURL string) int {
 	best := -1
 	for i, c := range g.Credentials {
 		if strings.HasPrefix(repoURL, c.Prefix) && (best < 0 || len(c.Prefix) > len(g.Credentials[best].Prefix)) {
 			best = i
 		}
 	}
+	return best
+}
+
+// CredentialFor returns the HTTPS username and password for repoURL (ok false
+// when no prefix matches). The password is read now, so that a rotated secret is
+// used at the next push; errors name the file or variable, never the value. An
+// ssh credential is not one: see AuthFor.
+func (g GitConfig) CredentialFor(repoURL string) (user, password string, ok bool, err error) {
+	best := g.credentialFor(repoURL)
 	if best < 0 {
 		return "", "", false, nil
 	}
 	c := g.Credentials[best]
+	if c.IsSSH() {
+		return "", "", false, fmt.Errorf("git credentials for %s: an ssh credential has no username and password", c.Prefix)
+	}
 	if c.PasswordFile != "" {
 		b, err := os.ReadFile(c.PasswordFile)
 		if err != nil {
@@ -141,4 +222,106 @@ func (g GitConfig) CredentialFor(repoURL string) (user, password string, ok bool
 		user = "git" // a token: hosts take any user name with it
 	}
 	return user, password, true, nil
+}
+
+// AuthFor returns the credentials the pin writer pushes to repoURL with, from
+// the credential with the longest prefix of it (nil when none matches: the
+// repository is tried without credentials). An https credential is HTTP Basic
+// (see CredentialFor). An ssh one is the private key of sshKeyFile for the URL's
+// user (git when it names none), and the server's host key must be in
+// knownHostsFile: there is no fallback to the machine's known_hosts and no way to
+// accept an unknown key. Every file is read now, so that a rotated key or
+// known_hosts is used at the next push. Errors name the files, never their
+// content.
+func (g GitConfig) AuthFor(repoURL string) (transport.AuthMethod, error) {
+	best := g.credentialFor(repoURL)
+	if best < 0 {
+		return nil, nil
+	}
+	c := g.Credentials[best]
+	if !c.IsSSH() {
+		user, password, _, err := g.CredentialFor(repoURL)
+		if err != nil {
+			return nil, err
+		}
+		return &githttp.BasicAuth{Username: user, Password: password}, nil
+	}
+	return c.sshAuth(fmt.Sprintf("git.credentials[%d]", best), repoURL)
+}
+
+func (c GitCredential) sshAuth(field, repoURL string) (transport.AuthMethod, error) {
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("git credentials for %s: "+format, append([]any{c.Prefix}, a...)...)
+	}
+	ep, err := transport.NewEndpoint(repoURL)
+	if err != nil || ep.Protocol != "ssh" {
+		return nil, fail("repository URL %s is not an ssh URL (ssh://user@host[:port]/path or user@host:path)", repoURL)
+	}
+	user := ep.User
+	if user == "" {
+		user = "git"
+	}
+	port := ep.Port
+	if port <= 0 {
+		port = 22
+	}
+	hostPort := net.JoinHostPort(ep.Host, strconv.Itoa(port))
+
+	var passphrase string
+	if c.SSHKeyPassphraseFile != "" {
+		b, err := os.ReadFile(c.SSHKeyPassphraseFile)
+		if err != nil {
+			return nil, fail("%s.sshKeyPassphraseFile: %w", field, err)
+		}
+		passphrase = strings.TrimRight(string(b), "\r\n")
+	}
+	pemBytes, err := os.ReadFile(c.SSHKeyFile)
+	if err != nil {
+		return nil, fail("%s.sshKeyFile: %w", field, err)
+	}
+	keys, err := gitssh.NewPublicKeys(user, pemBytes, passphrase)
+	if err != nil {
+		// the parser's message says what is wrong (no key, passphrase missing
+		// or wrong); it never holds the key
+		hint := "if the key has a passphrase, put it in a file named by sshKeyPassphraseFile"
+		if c.SSHKeyPassphraseFile != "" {
+			hint = "check the passphrase in " + field + ".sshKeyPassphraseFile " + c.SSHKeyPassphraseFile
+		}
+		return nil, fail("%s.sshKeyFile %s: not a usable private key (%v): %s", field, c.SSHKeyFile, err, hint)
+	}
+	// NewKnownHostsDb skips a file that does not exist: say so here instead
+	if _, err := os.Stat(c.KnownHostsFile); err != nil {
+		return nil, fail("%s.knownHostsFile: %w", field, err)
+	}
+	db, err := gitssh.NewKnownHostsDb(c.KnownHostsFile)
+	if err != nil {
+		return nil, fail("%s.knownHostsFile %s: %v", field, c.KnownHostsFile, err)
+	}
+	keys.HostKeyCallback = checkHostKey(db.HostKeyCallback(), field+".knownHostsFile", c.KnownHostsFile)
+	// offer the server the key types known_hosts has for it, so that it
+	// presents one of those rather than its first choice
+	keys.HostKeyAlgorithms = db.HostKeyAlgorithms(hostPort)
+	return keys, nil
+}
+
+// sshPublicKey is the part of golang.org/x/crypto/ssh.PublicKey the host key
+// message needs (named so, not imported: the module depends on x/crypto through
+// go-git only).
+type sshPublicKey interface {
+	Type() string
+	Marshal() []byte
+}
+
+// checkHostKey wraps a known_hosts host key callback so that its refusal names
+// the server, the key it presented, the known_hosts file and what to do.
+func checkHostKey[K sshPublicKey, F ~func(string, net.Addr, K) error](cb F, field, file string) F {
+	return func(host string, remote net.Addr, key K) error {
+		err := cb(host, remote, key)
+		if err == nil {
+			return nil
+		}
+		sum := sha256.Sum256(key.Marshal())
+		return fmt.Errorf("host key verification failed: %s presented the %s host key SHA256:%s, which %s %s does not hold for it (%w); the host key is always checked: if that key is the server's, add it to that file",
+			host, key.Type(), base64.RawStdEncoding.EncodeToString(sum[:]), field, file, err)
+	}
 }
