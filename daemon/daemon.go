@@ -327,8 +327,9 @@ func (d *Daemon) serveRenders(w http.ResponseWriter, r *http.Request) {
 }
 
 // afterRender is what the daemon does with a render it served: remember it for the
-// refresh loop, and queue the pins it asks for (pin-mode write and use).
-func (d *Daemon) afterRender(env *plugin.Env, report *pipeline.Report) {
+// refresh loop, and, when it succeeded, queue the pins it asks for (pin-mode write
+// and use): pins of a render Argo CD reports as failed are not committed.
+func (d *Daemon) afterRender(env *plugin.Env, report *pipeline.Report, renderErr error) {
 	rd, ok := RenderOf(env, report)
 	if !ok {
 		return
@@ -347,7 +348,7 @@ func (d *Daemon) afterRender(env *plugin.Env, report *pipeline.Report) {
 		report.Notes = append(report.Notes, "pins not committed: "+msg+" (the app renders as before; the daemon retries)")
 	}
 	d.pinErrMu.Unlock()
-	if e, ok := report.PinEdit(env.AppName, env.SourcePath); ok {
+	if e, ok := report.PinEdit(env.AppName, env.SourcePath); ok && renderErr == nil {
 		d.pins.Submit(pin.Change{RepoURL: env.SourceRepoURL, Branch: PinBranch(report.Pins.Branch, env.SourceTargetRevision), Edit: e})
 	}
 }
@@ -359,6 +360,10 @@ func (d *Daemon) pinResult(app string, err error) {
 	if err == nil {
 		delete(d.pinErrs, app)
 		return
+	}
+	if d.Tracker != nil {
+		// Not in git: the loop offers the pins again at its next pass.
+		d.Tracker.pinFailed(app)
 	}
 	if d.pinErrs == nil {
 		d.pinErrs = map[string]string{}

@@ -23,9 +23,9 @@ import (
 // GenerateHandler serves POST /v1/generate: the render of
 // argocd-image-resolver-generate, done here with Helm, Kustomize and the registry
 // cache already loaded, answered as generate would have printed it. after, when
-// not nil, is given every render that got as far as a report (the refresh loop's
-// bookkeeping, pins to commit).
-func GenerateHandler(p *pipeline.Pipeline, after func(*plugin.Env, *pipeline.Report), log *slog.Logger) http.Handler {
+// not nil, is given every render that got as far as a report, and its error (the
+// refresh loop's bookkeeping, pins to commit).
+func GenerateHandler(p *pipeline.Pipeline, after func(*plugin.Env, *pipeline.Report, error), log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req delegate.Request
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
@@ -43,7 +43,7 @@ func GenerateHandler(p *pipeline.Pipeline, after func(*plugin.Env, *pipeline.Rep
 			var report *pipeline.Report
 			resp.Stdout, report, err = p.Render(r.Context(), req.Dir, env)
 			if after != nil && report != nil {
-				after(env, report) // may add notes
+				after(env, report, err) // may add notes
 			}
 			report.WriteNotes(&stderr)
 		}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/notify"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
@@ -506,5 +507,68 @@ func TestRenderOf(t *testing.T) {
 	}
 	if r, ok := RenderOf(env, &pipeline.Report{}); !ok || len(r.Images) != 0 {
 		t.Errorf("a render that resolved nothing: %+v, %v; want a Render without images", r, ok)
+	}
+}
+
+// fakePins records the pin changes the loop submits.
+type fakePins struct {
+	mu      sync.Mutex
+	changes []pin.Change
+}
+
+func (f *fakePins) Submit(c pin.Change) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.changes = append(f.changes, c)
+}
+
+func (f *fakePins) Run(context.Context) {}
+
+func TestRefreshCommitsPinsOfUseApps(t *testing.T) {
+	f := newLoop(t, 10)
+	pins := &fakePins{}
+	f.loop.pins = pins
+	target, err := pin.ParseTarget("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := render("web", map[string]string{"reg/web": "1.0.0"})
+	r.Images[0].Alias = "web"
+	r.pins = &pinSource{repoURL: "https://git.example/apps.git", branch: "main", dir: "apps/web", target: target}
+	f.remember(t, r)
+	f.batch.set("reg/web", "1.1.0")
+	f.loop.Pass(context.Background())
+	if len(pins.changes) != 1 || f.notifier.count() != 0 {
+		t.Fatalf("changes %+v, hard refreshes %d; want one pin change and no refresh", pins.changes, f.notifier.count())
+	}
+	c := pins.changes[0]
+	if c.RepoURL != "https://git.example/apps.git" || c.Branch != "main" || c.Edit.Dir != "apps/web" || c.Edit.Pins[0].Reference != "reg/web:1.1.0" || c.Edit.Base["web"] != "reg/web:1.0.0" {
+		t.Errorf("change %+v", c)
+	}
+
+	// A person reverts: the app renders 1.0.0 again; 1.1.0 is not pinned again.
+	f.clock.advance(time.Hour)
+	f.remember(t, r)
+	f.loop.Pass(context.Background())
+	if len(pins.changes) != 1 {
+		t.Errorf("the reverted pin was submitted again: %+v", pins.changes[1:])
+	}
+	// A newer image is.
+	f.batch.set("reg/web", "1.2.0")
+	f.loop.Pass(context.Background())
+	if len(pins.changes) != 2 || pins.changes[1].Edit.Pins[0].Reference != "reg/web:1.2.0" {
+		t.Fatalf("changes %+v", pins.changes)
+	}
+	// The write fails: the loop offers the pin again after the interval.
+	f.tracker.pinFailed("web")
+	f.clock.advance(time.Minute)
+	f.loop.Pass(context.Background())
+	if len(pins.changes) != 2 {
+		t.Errorf("submitted again within the interval")
+	}
+	f.clock.advance(3 * time.Minute)
+	f.loop.Pass(context.Background())
+	if len(pins.changes) != 3 || pins.changes[2].Edit.Pins[0].Reference != "reg/web:1.2.0" || pins.changes[2].Edit.Base["web"] != "reg/web:1.0.0" {
+		t.Errorf("after a failed write: %+v", pins.changes)
 	}
 }

@@ -108,6 +108,9 @@ type trackedApp struct {
 	// app: when the app renders something else again (the commit was reverted),
 	// that reference is not pinned again.
 	committed map[string]string
+	// before is, per alias queued, the reference the app rendered before: what it
+	// is set back to when the write fails.
+	before map[string]string
 
 	lastRefresh  time.Time // last refresh requested
 	pendingSince time.Time // a change seen and not yet refreshed; zero when none
@@ -341,11 +344,34 @@ func (t *Tracker) pinned(name string, changes []change) {
 		return
 	}
 	if a.committed == nil {
-		a.committed = map[string]string{}
+		a.committed, a.before = map[string]string{}, map[string]string{}
 	}
 	for _, ch := range changes {
 		if ch.pins != nil {
 			a.committed[ch.alias] = ch.new
+			a.before[ch.alias] = ch.old
 		}
 	}
+}
+
+// pinFailed undoes what pinned and refreshed recorded for an app whose pins did
+// not reach git: its rendered references are set back, and the pins are no longer
+// taken as committed, so the next pass offers them again.
+func (t *Tracker) pinFailed(name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a, ok := t.apps[name]
+	if !ok {
+		return
+	}
+	for alias, ref := range a.committed {
+		for _, s := range a.sources {
+			for i, im := range s.images {
+				if im.Alias == alias && im.Ref == ref {
+					s.images[i].Ref = a.before[alias]
+				}
+			}
+		}
+	}
+	a.committed, a.before = nil, nil
 }

@@ -158,6 +158,11 @@ func (r *remote) describe(what string, err error) *attemptError {
 	case errors.Is(err, transport.ErrEmptyRemoteRepository):
 		is, kind = ErrBranchNotFound, kindPermanent
 		msg = fmt.Sprintf("git repository %s is empty: it has no branch to commit pins to", r.shown)
+	case strings.Contains(err.Error(), "host key verification failed") || strings.Contains(err.Error(), "ssh: unable to authenticate"):
+		// ssh refusals (golang.org/x/crypto/ssh gives no sentinel): retrying the same
+		// key or known_hosts cannot help.
+		is, kind = ErrCredentials, kindPermanent
+		msg = fmt.Sprintf("git repository %s: %s: %v", r.shown, what, err)
 	default:
 		msg = fmt.Sprintf("git repository %s: %s: %v", r.shown, what, err)
 	}

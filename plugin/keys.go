@@ -85,9 +85,6 @@ func imageKeyNames() []string {
 // run, which Argo CD only logs, and each of these keys means the user expects
 // behaviour that the resolver provides differently (see the message).
 var migrationKeys = map[string]string{
-	"helm.image-name":      "not needed: images are rewritten in the rendered manifests, whatever Helm values produced them",
-	"helm.image-tag":       "not needed: images are rewritten in the rendered manifests, whatever Helm values produced them",
-	"helm.image-spec":      "not needed: images are rewritten in the rendered manifests, whatever Helm values produced them",
 	"kustomize.image-name": "not needed: images are rewritten in the rendered manifests; name in image-list the repository as it appears in the rendered output (after Kustomize's images transformer)",
 	"force-update":         "not needed: every image a policy names is rewritten wherever it appears in a pod template of the rendered manifests; image fields of custom resources are declared by the operator",
 	"pull-secret":          "not supported: registry credentials are configured on the sidecar by the operator (cloud keychains, docker config, pull secrets)",

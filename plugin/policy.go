@@ -165,10 +165,11 @@ func (a *AppPolicy) ForRepo(repo name.Repository) *ImagePolicy {
 // rewrite matches images by repository and could not tell which policy applies.
 //
 // argocd-image-updater's tag-match (per alias) is accepted as allow-tags with a
-// warning. Its keys that have no meaning here (<alias>.helm.image-name,
-// .helm.image-tag, .helm.image-spec, .kustomize.image-name, .force-update,
-// .pull-secret, and write-back-method, git-branch, ...) are errors that say why they
-// are not needed and ask for their removal: the resolver rewrites the rendered output,
+// warning. <alias>.helm.image-tag, -name and -spec name the values keys of pin-target
+// helmvalues:<path> and are errors without it. Its keys that have no meaning here
+// (.kustomize.image-name, .force-update, .pull-secret, and write-back-method,
+// git-branch, ...) are errors that say why they are not needed (or what they are
+// called here) and ask for their removal: the resolver rewrites the rendered output,
 // so silently ignoring them would hide a changed behaviour, and a warning would go
 // unseen (Argo CD only logs the stderr of a successful run).
 //

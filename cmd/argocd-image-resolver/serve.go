@@ -91,7 +91,7 @@ func daemonOptions(cfg config.Config, log *slog.Logger) []daemon.Option {
 		n, err = notify.NewKubernetes(kube)
 	}
 	if err != nil {
-		log.Warn("refresh loop off: apps follow new images only when Argo CD renders them again", "reason", err)
+		log.Warn("refresh loop off: no Kubernetes API; apps follow new images only when Argo CD renders them again (pin-mode use apps still get new pins committed)", "reason", err)
 		return opts
 	}
 	return append(opts, daemon.WithNotifier(n))
