@@ -1,6 +1,7 @@
 package config
 
 import (
+	"io"
 	"log/slog"
 	"time"
 
@@ -64,7 +65,8 @@ func (c Config) NewDirectResolver(log *slog.Logger, opts ...resolve.RemoteOption
 // configuration: author, message template, batch window and the credentials per
 // repository prefix, HTTPS or SSH (GitConfig.AuthFor: read at each push, so a
 // rotated token or key is used at once; a repository no prefix matches is tried
-// without credentials). Its metrics go to reg; opts come last.
+// without credentials), and the OpenPGP key pin commits are signed with, if any
+// (GitConfig.Signer: read at each commit). Its metrics go to reg; opts come last.
 func (c Config) NewPinWriter(log *slog.Logger, reg prometheus.Registerer, opts ...pin.WriterOption) *pin.Writer {
 	name, email := c.Git.GitAuthor()
 	base := []pin.WriterOption{
@@ -80,6 +82,18 @@ func (c Config) NewPinWriter(log *slog.Logger, reg prometheus.Registerer, opts .
 	}
 	if c.Git.BatchWindow > 0 {
 		base = append(base, pin.WithBatchWindow(time.Duration(c.Git.BatchWindow)))
+	}
+	if c.Git.SigningKeyFile != "" {
+		// the key is read at each commit, so that a rotated one is used at once
+		// (Validate has read it at start)
+		g := c.Git
+		base = append(base, pin.WithSigner(pin.SignerFunc(func(m io.Reader) ([]byte, error) {
+			s, err := g.Signer()
+			if err != nil {
+				return nil, err
+			}
+			return s.Sign(m)
+		})))
 	}
 	return pin.NewWriter(append(base, opts...)...)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/mail"
@@ -34,6 +35,13 @@ type GitConfig struct {
 	// Credentials are per repository URL prefix; the longest matching prefix wins;
 	// a repository none matches is tried without credentials, as git would.
 	Credentials []GitCredential `json:"credentials,omitempty"`
+	// SigningKeyFile is an ASCII-armored OpenPGP private key every pin commit is
+	// signed with ("" for unsigned commits); SigningKeyPassphraseFile holds its
+	// passphrase, if it has one. Both are read when the configuration is
+	// validated (a key that cannot sign stops the daemon at start) and again at
+	// each commit, so a rotated key is used at the next one.
+	SigningKeyFile           string `json:"signingKeyFile,omitempty"`
+	SigningKeyPassphraseFile string `json:"signingKeyPassphraseFile,omitempty"`
 }
 
 // GitCredential is the credential for the repositories under Prefix, read when a
@@ -102,7 +110,7 @@ func parseGit(source string, raw json.RawMessage) (GitConfig, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&g); err != nil {
-		return GitConfig{}, fmt.Errorf("config %s: git: %w (accepted keys: author, message, batchWindow, credentials: [{prefix, username, passwordFile | passwordEnv} for https, {prefix, sshKeyFile, sshKeyPassphraseFile, knownHostsFile} for ssh])", source, err)
+		return GitConfig{}, fmt.Errorf("config %s: git: %w (accepted keys: author, message, batchWindow, credentials: [{prefix, username, passwordFile | passwordEnv} for https, {prefix, sshKeyFile, sshKeyPassphraseFile, knownHostsFile} for ssh], signingKeyFile, signingKeyPassphraseFile)", source, err)
 	}
 	if err := g.Validate(); err != nil {
 		return GitConfig{}, fmt.Errorf("config %s: %w", source, err)
@@ -127,7 +135,47 @@ func (g GitConfig) Validate() error {
 			return err
 		}
 	}
+	if g.SigningKeyFile == "" && g.SigningKeyPassphraseFile != "" {
+		return &resolve.InputError{Field: "git.signingKeyPassphraseFile", Value: g.SigningKeyPassphraseFile, Accepted: "a passphrase file only with git.signingKeyFile, the key it decrypts"}
+	}
+	if _, err := g.Signer(); err != nil {
+		return err
+	}
 	return nil
+}
+
+// Signer returns the signer of pin commits, from the OpenPGP private key of
+// SigningKeyFile decrypted with the passphrase of SigningKeyPassphraseFile
+// (nil, nil when no key is configured). Both files are read now. Errors name
+// the field and the file, never what the files hold.
+func (g GitConfig) Signer() (*pin.OpenPGPSigner, error) {
+	if g.SigningKeyFile == "" {
+		return nil, nil
+	}
+	var passphrase []byte
+	if g.SigningKeyPassphraseFile != "" {
+		b, err := os.ReadFile(g.SigningKeyPassphraseFile)
+		if err != nil {
+			return nil, fmt.Errorf("git.signingKeyPassphraseFile: %w", err)
+		}
+		passphrase = []byte(strings.TrimRight(string(b), "\r\n"))
+	}
+	armored, err := os.ReadFile(g.SigningKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("git.signingKeyFile: %w", err)
+	}
+	s, err := pin.NewOpenPGPSigner(armored, passphrase)
+	if err != nil {
+		if !errors.Is(err, pin.ErrKeyPassphrase) {
+			return nil, fmt.Errorf("git.signingKeyFile %s: %w", g.SigningKeyFile, err)
+		}
+		hint := "put the passphrase in a file named by git.signingKeyPassphraseFile"
+		if g.SigningKeyPassphraseFile != "" {
+			hint = "check the passphrase in git.signingKeyPassphraseFile " + g.SigningKeyPassphraseFile
+		}
+		return nil, fmt.Errorf("git.signingKeyFile %s: %w: %s", g.SigningKeyFile, err, hint)
+	}
+	return s, nil
 }
 
 func (c GitCredential) validate(f string) error {

@@ -176,6 +176,7 @@ type target struct {
 	create bool   // a missing branch may be created from the default branch
 	edits  []Edit
 	author object.Signature
+	signer Signer // nil: the commit is not signed
 	// message builds the commit message from what was applied.
 	message func(branch string, applied []appliedPin) (string, error)
 }
@@ -343,6 +344,11 @@ func (t *target) run(ctx context.Context, now time.Time) (_ *attempt, aerr *atte
 	sig := t.author
 	sig.When = now
 	commit := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: treeHash, ParentHashes: []plumbing.Hash{base}}
+	if t.signer != nil {
+		if err := signCommit(commit, t.signer); err != nil {
+			return nil, &attemptError{kind: kindPermanent, local: true, err: fmt.Errorf("git repository %s, branch %q: sign the commit: %w", t.remote.shown, branch, err)}
+		}
+	}
 	obj := s.NewEncodedObject()
 	if err := commit.Encode(obj); err != nil {
 		return nil, &attemptError{kind: kindPermanent, err: err}

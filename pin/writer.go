@@ -185,6 +185,7 @@ func WithLogger(l *slog.Logger) WriterOption {
 type Writer struct {
 	onResult                func(app string, err error)
 	auth                    func(string) (transport.AuthMethod, error)
+	signer                  Signer
 	authorName, authorEmail string
 	message                 *messageTemplate
 	window                  time.Duration
@@ -359,6 +360,7 @@ func (w *Writer) write(ctx context.Context, key queueKey, edits []Edit) (Result,
 		create: w.create,
 		edits:  edits,
 		author: object.Signature{Name: w.authorName, Email: w.authorEmail},
+		signer: w.signer,
 		message: func(branch string, applied []appliedPin) (string, error) {
 			d := messageData(rem.shown, branch, applied)
 			if w.message == nil {

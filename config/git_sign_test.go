@@ -1,0 +1,266 @@
+package config
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin/gittest"
+)
+
+// signingKey is an OpenPGP key made for a test, armored: public, private, and
+// private protected by passphrase.
+type signingKey struct {
+	public, private, locked, passphrase string
+}
+
+func newSigningKey(t *testing.T) signingKey {
+	t.Helper()
+	cfg := &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA}
+	e, err := openpgp.NewEntity("Pin Bot", "", "pinbot@example.com", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arm := func(blockType string, write func(io.Writer) error) string {
+		var b bytes.Buffer
+		w, err := armor.Encode(&b, blockType, nil)
+		if err == nil {
+			err = write(w)
+		}
+		if err == nil {
+			err = w.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	k := signingKey{passphrase: "correct horse " + t.Name()}
+	k.public = arm(openpgp.PublicKeyType, e.Serialize)
+	k.private = arm(openpgp.PrivateKeyType, func(w io.Writer) error { return e.SerializePrivate(w, cfg) })
+	if err := e.EncryptPrivateKeys([]byte(k.passphrase), cfg); err != nil {
+		t.Fatal(err)
+	}
+	k.locked = arm(openpgp.PrivateKeyType, func(w io.Writer) error { return e.SerializePrivateWithoutSigning(w, cfg) })
+	return k
+}
+
+// assertNoKeyMaterial fails when err holds a line of the armored keys or the
+// passphrase.
+func (k signingKey) assertNoKeyMaterial(t *testing.T, err error) {
+	t.Helper()
+	for _, a := range []string{k.public, k.private, k.locked} {
+		for _, l := range strings.Split(a, "\n") {
+			if l = strings.TrimSpace(l); len(l) > 8 && !strings.HasPrefix(l, "-----") && strings.Contains(err.Error(), l) {
+				t.Errorf("error %q holds key material %q", err, l)
+			}
+		}
+	}
+	if strings.Contains(err.Error(), k.passphrase) {
+		t.Errorf("error %q holds the passphrase", err)
+	}
+}
+
+func TestGitSigningKeyValidation(t *testing.T) {
+	k := newSigningKey(t)
+	private := writeFile(t, "private.asc", k.private)
+	locked := writeFile(t, "locked.asc", k.locked)
+	public := writeFile(t, "public.asc", k.public)
+	pass := writeFile(t, "pass", k.passphrase+"\n")
+	wrong := writeFile(t, "wrong", "wrong horse\n")
+	absent := filepath.Join(t.TempDir(), "absent")
+	for _, tc := range []struct {
+		name      string
+		key, pass string
+		want      []string // all in the message; nil: valid
+	}{
+		{"none", "", "", nil},
+		{"private", private, "", nil},
+		{"locked with its passphrase", locked, pass, nil},
+		{"passphrase without a key", "", pass, []string{"git.signingKeyPassphraseFile", pass, "only with git.signingKeyFile"}},
+		{"no key file", absent, "", []string{"git.signingKeyFile", absent, "no such file"}},
+		{"no passphrase file", locked, absent, []string{"git.signingKeyPassphraseFile", absent, "no such file"}},
+		{"public key", public, "", []string{"git.signingKeyFile " + public, "public key, not a private key"}},
+		{"locked without a passphrase", locked, "", []string{"git.signingKeyFile " + locked, "protected by a passphrase", "git.signingKeyPassphraseFile"}},
+		{"locked with a wrong passphrase", locked, wrong, []string{"git.signingKeyFile " + locked, "cannot be decrypted", "wrong passphrase", "git.signingKeyPassphraseFile " + wrong}},
+		{"not a key", pass, "", []string{"git.signingKeyFile " + pass, "not an ASCII-armored OpenPGP private key"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.Git = GitConfig{SigningKeyFile: tc.key, SigningKeyPassphraseFile: tc.pass}
+			// Config.Validate is what the daemon checks at start
+			err := c.Validate()
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("valid")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if strings.Contains(tc.name, "passphrase") != errors.Is(err, pin.ErrKeyPassphrase) && tc.key != "" && tc.key != absent && tc.pass != absent {
+				t.Errorf("errors.Is(%v, pin.ErrKeyPassphrase) = %v", err, errors.Is(err, pin.ErrKeyPassphrase))
+			}
+			k.assertNoKeyMaterial(t, err)
+		})
+	}
+
+	// the configuration file's keys
+	g, err := parseGit("test.yaml", json.RawMessage(`{"signingKeyFile":`+quote(locked)+`,"signingKeyPassphraseFile":`+quote(pass)+`}`))
+	if err != nil || g.SigningKeyFile != locked || g.SigningKeyPassphraseFile != pass {
+		t.Fatalf("parseGit: %+v, %v", g, err)
+	}
+	if _, err := parseGit("test.yaml", json.RawMessage(`{"signingKeyFile":`+quote(public)+`}`)); err == nil || !strings.Contains(err.Error(), "config test.yaml: git.signingKeyFile "+public) {
+		t.Errorf("parseGit of a public key: %v", err)
+	}
+}
+
+func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// The daemon's writer, built from the configuration, signs each pin commit with
+// the key of signingKeyFile (decrypted with signingKeyPassphraseFile) and pushes
+// it to a real git server: the commit read back from the bare repository
+// verifies with go-git and with git verify-commit (when gpg is installed). The
+// key is read at each commit: a rotated key signs the next one, and a key that
+// has become unusable fails the write, with nothing pushed and no key material
+// in the error.
+func TestPinWriterSignsCommits(t *testing.T) {
+	s := gittest.New(t, gittest.WithBasicAuth("pinbot", "s3cret-token"))
+	url := s.Init(t, "apps.git", map[string]string{"apps/web/kustomization.yaml": "resources: []\n"})
+	k := newSigningKey(t)
+	dir := t.TempDir()
+	keyFile, passFile := filepath.Join(dir, "key.asc"), filepath.Join(dir, "pass")
+	put := func(p, content string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(keyFile, k.locked)
+	put(passFile, k.passphrase+"\n")
+	c := DefaultConfig()
+	c.Git = GitConfig{
+		Author:                   "Pin Bot <pinbot@example.com>",
+		Credentials:              []GitCredential{{Prefix: strings.TrimSuffix(url, "apps.git"), Username: "pinbot", PasswordFile: writeFile(t, "token", "s3cret-token\n")}},
+		SigningKeyFile:           keyFile,
+		SigningKeyPassphraseFile: passFile,
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	w := c.NewPinWriter(slog.New(slog.DiscardHandler), prometheus.NewRegistry(), pin.WithRetry(2, time.Millisecond))
+	ctx := context.Background()
+	repo, err := git.PlainOpen(s.Dir("apps.git"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	verify := func(commit, public string) error {
+		t.Helper()
+		co, err := repo.CommitObject(plumbing.NewHash(commit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = co.Verify(public)
+		return err
+	}
+
+	res, err := w.Write(ctx, []pin.Change{sshChange(t, url, "", "1.0.0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Pushed || res.Commit != s.Head(t, "apps.git", "main") {
+		t.Fatalf("result %+v", res)
+	}
+	if err := verify(res.Commit, k.public); err != nil {
+		t.Errorf("go-git: pin commit does not verify: %v", err)
+	}
+	verifyCommitWithGit(t, s.Dir("apps.git"), res.Commit, k.public)
+	s.Fsck(t, "apps.git")
+
+	// a rotated key (unprotected now), read at the next commit
+	k2 := newSigningKey(t)
+	put(keyFile, k2.private)
+	res, err = w.Write(ctx, []pin.Change{sshChange(t, url, "1.0.0", "1.1.0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := verify(res.Commit, k2.public); err != nil {
+		t.Errorf("go-git: commit after the rotation does not verify with the new key: %v", err)
+	}
+	if err := verify(res.Commit, k.public); err == nil {
+		t.Errorf("commit after the rotation verifies with the old key")
+	}
+
+	// a key that cannot sign: no commit pushed
+	tip := s.Head(t, "apps.git", "main")
+	put(keyFile, k2.public)
+	_, err = w.Write(ctx, []pin.Change{sshChange(t, url, "1.1.0", "1.2.0")})
+	if err == nil {
+		t.Fatal("pushed with a public key as the signing key")
+	}
+	for _, want := range []string{"sign the commit", "git.signingKeyFile " + keyFile, "public key, not a private key"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	k.assertNoKeyMaterial(t, err)
+	k2.assertNoKeyMaterial(t, err)
+	if s.Head(t, "apps.git", "main") != tip {
+		t.Errorf("pushed: tip %s, was %s", s.Head(t, "apps.git", "main"), tip)
+	}
+}
+
+// verifyCommitWithGit runs git verify-commit on commit with publicKey the only
+// key of a fresh GNUPGHOME; it only logs when gpg is not installed.
+func verifyCommitWithGit(t *testing.T, dir, commit, publicKey string) {
+	t.Helper()
+	if _, err := exec.LookPath("gpg"); err != nil {
+		t.Log("gpg is not installed: git verify-commit not tried")
+		return
+	}
+	home, err := os.MkdirTemp("", "gpg") // short: gpg's socket paths are bounded
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("gpgconf", "--homedir", home, "--kill", "all").Run()
+		_ = os.RemoveAll(home)
+	})
+	if err := os.Chmod(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "GNUPGHOME="+home)
+	imp := exec.Command("gpg", "--batch", "--import")
+	imp.Env, imp.Stdin = env, strings.NewReader(publicKey)
+	if out, err := imp.CombinedOutput(); err != nil {
+		t.Fatalf("gpg --import: %v\n%s", err, out)
+	}
+	v := exec.Command("git", "-C", dir, "verify-commit", "--raw", commit)
+	v.Env = env
+	if out, err := v.CombinedOutput(); err != nil || !strings.Contains(string(out), "GOODSIG") {
+		t.Fatalf("git verify-commit: %v\n%s", err, out)
+	}
+}
