@@ -349,7 +349,14 @@ func (d *Daemon) afterRender(env *plugin.Env, report *pipeline.Report, renderErr
 	}
 	d.pinErrMu.Unlock()
 	if e, ok := report.PinEdit(env.AppName, env.SourcePath); ok && renderErr == nil {
-		d.pins.Submit(pin.Change{RepoURL: env.SourceRepoURL, Branch: PinBranch(report.Pins.Branch, env.SourceTargetRevision), Edit: e})
+		c := pin.Change{RepoURL: env.SourceRepoURL, Branch: PinBranch(report.Pins.Branch, env.SourceTargetRevision), Edit: e}
+		if err := pin.CheckChange(c); err != nil {
+			// e.g. a target revision that is a tag or a commit: no branch to commit to.
+			report.Notes = append(report.Notes, "pins not committed: "+OneLine(err)+" (set the parameter pin-branch to a branch)")
+			d.log.Warn("pins not committed", "app", env.AppName, "err", err)
+			return
+		}
+		d.pins.Submit(c)
 	}
 }
 

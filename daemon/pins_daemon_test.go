@@ -199,3 +199,31 @@ func TestPinModeWriteThroughTheDaemon(t *testing.T) {
 		t.Errorf("renders with the same answer made commits: %q", log)
 	}
 }
+
+// TestPinsOnARevisionThatIsNoBranch: an app following a tag pattern has no branch
+// to commit to; its render says so and nothing is queued.
+func TestPinsOnARevisionThatIsNoBranch(t *testing.T) {
+	reg := rt.New(t)
+	pushTags(t, reg, "web", "linux/amd64", "1.0.0")
+	image := reg.Ref("web")
+	g := gittest.New(t)
+	repoURL := g.Init(t, "apps.git", map[string]string{"apps/web/deployment.yaml": deploymentOf(image + ":1.0.0")})
+	d, _ := startDaemon(t, testConfig(), WithNotifier(&fakeNotifier{}), WithRefreshEvery(time.Hour))
+	env := pinEnviron(t, repoURL, map[string]string{"image-list": "web=" + image + ":~1", "pin-mode": "write"})
+	for i, kv := range env {
+		if strings.HasPrefix(kv, "ARGOCD_APP_SOURCE_TARGET_REVISION=") {
+			env[i] = "ARGOCD_APP_SOURCE_TARGET_REVISION=v1.*"
+		}
+	}
+	resp, err := delegate.Call(context.Background(), d.cfg.Socket, delegate.Request{Dir: checkout(t, g, "apps.git"), Environ: env})
+	if err != nil || resp.ExitCode != 0 {
+		t.Fatalf("render: %v %+v", err, resp)
+	}
+	if !strings.Contains(resp.Stderr, "pins not committed") || !strings.Contains(resp.Stderr, `"v1.*"`) || !strings.Contains(resp.Stderr, "pin-branch") {
+		t.Errorf("stderr %q", resp.Stderr)
+	}
+	time.Sleep(2500 * time.Millisecond) // past the default batch window
+	if log := g.Log(t, "apps.git", "main"); len(log) != 1 {
+		t.Errorf("commits: %q", log)
+	}
+}

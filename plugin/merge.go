@@ -284,7 +284,7 @@ func buildPolicy(pf *policyFile, params Parameters) (*AppPolicy, error) {
 		}
 		out.Pins.Target = target
 		if pinBranch.set {
-			if err := checkBranch(pinBranch.str); err != nil {
+			if err := pin.CheckBranch(pinBranch.str); err != nil {
 				m.fail(&resolve.InputError{Field: pinBranch.src, Value: pinBranch.str, Accepted: pinBranchAccepted, Err: err})
 			}
 			out.Pins.Branch = pinBranch.str

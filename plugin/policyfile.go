@@ -331,24 +331,3 @@ func joinPath(path, key string) string {
 	}
 	return path + "." + key
 }
-
-// checkBranch checks a branch name by git's rules (git check-ref-format --branch),
-// so that a bad pin-branch is an input error, not a failed push.
-func checkBranch(b string) error {
-	switch {
-	case b == "" || b == "HEAD" || b == "@":
-		return fmt.Errorf("%q names no branch", b)
-	case strings.HasPrefix(b, "-") || strings.HasPrefix(b, "/") || strings.HasSuffix(b, "/") || strings.HasSuffix(b, "."):
-		return fmt.Errorf("a branch name cannot start with - or /, nor end with / or .")
-	case strings.HasSuffix(b, ".lock") || strings.Contains(b, "..") || strings.Contains(b, "//") || strings.Contains(b, "@{") || strings.Contains(b, "/."):
-		return fmt.Errorf("a branch name cannot contain .., //, @{ or /., nor end with .lock")
-	case strings.ContainsAny(b, " ~^:?*[\\\x7f"):
-		return fmt.Errorf("a branch name cannot contain spaces or any of ~^:?*[\\")
-	}
-	for _, r := range b {
-		if r < 0x20 {
-			return fmt.Errorf("a branch name cannot contain control characters")
-		}
-	}
-	return nil
-}
