@@ -7,6 +7,7 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/credentials"
 	"github.com/prometheus/client_golang/prometheus"
@@ -96,4 +97,10 @@ func (c Config) NewPinWriter(log *slog.Logger, reg prometheus.Registerer, opts .
 		})))
 	}
 	return pin.NewWriter(append(base, opts...)...)
+}
+
+// PipelineSettings is the render pipeline's part of the configuration, the same for
+// the daemon, generate (with or without the daemon) and preview.
+func (c Config) PipelineSettings() pipeline.Settings {
+	return pipeline.Settings{ExtraImagePaths: c.ExtraImagePaths, DefaultPlatforms: c.DefaultPlatforms, Timeout: c.RenderTimeout}
 }

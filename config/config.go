@@ -85,7 +85,16 @@ type Config struct {
 
 	// Git is how pins are committed (pin-mode write and use).
 	Git GitConfig
+
+	// RenderTimeout bounds one render (policy, sources, resolution, rewrite), below
+	// Argo CD's 90s exec timeout for a plugin, so that a render that cannot finish
+	// says why instead of being killed.
+	RenderTimeout time.Duration
 }
+
+// DefaultRenderTimeout leaves the in-process fallback and Argo CD's own work room
+// within its 90s plugin exec timeout.
+const DefaultRenderTimeout = 45 * time.Second
 
 // Values of Refresh.
 const (
@@ -122,6 +131,7 @@ func DefaultConfig() Config {
 		ControlPlaneNamespace: DefaultControlPlaneNamespace,
 		ForgetAfter:           DefaultForgetAfter,
 		MaxTrackedApps:        DefaultMaxTrackedApps,
+		RenderTimeout:         DefaultRenderTimeout,
 	}
 }
 
@@ -223,6 +233,7 @@ registries:            # as in the registries config file
 defaultPlatforms: [linux/amd64]        # when neither policy nor workload names platforms (default: none)
 extraImagePaths:                       # image fields of custom resources (default: none)
   - Workflow.argoproj.io:spec.templates[].container.image
+renderTimeout: 45s                     # bound on one render (Argo CD kills a plugin after 90s)
 refresh: hard                          # when an app's resolution changes: hard (ask Argo CD to render it again) or off
 refreshInterval: 3m                    # at most one refresh per app in this time
 controlPlaneNamespace: argocd          # namespace of Applications named without one
@@ -386,6 +397,8 @@ func Settings() []Setting {
 				return nil
 			},
 			get: func(c *Config) string { return c.ControlPlaneNamespace }},
+		durationSetting("renderTimeout", "IMAGE_RESOLVER_RENDER_TIMEOUT", "render-timeout", "bound on one render, resolution included (below Argo CD's 90s plugin timeout)",
+			func(c *Config) *time.Duration { return &c.RenderTimeout }, time.Second),
 		durationSetting("forgetAfter", "IMAGE_RESOLVER_FORGET_AFTER", "forget-after", "time after its last render when an app is no longer watched for changes",
 			func(c *Config) *time.Duration { return &c.ForgetAfter }, time.Second),
 		{Key: "maxTrackedApps", Env: "IMAGE_RESOLVER_MAX_TRACKED_APPS", Flag: "max-tracked-apps", Type: "int",

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
 const pinsFile = `pins:
@@ -91,5 +94,21 @@ func TestRenderPinModeWrite(t *testing.T) {
 	}
 	if e, ok := report.PinEdit("shop", ""); ok {
 		t.Errorf("pin edit %+v when git already holds the answer", e)
+	}
+}
+
+// slowBatch answers only when ctx ends: a registry that never answers.
+type slowBatch struct{}
+
+func (slowBatch) ResolveBatch(ctx context.Context, _ string, reqs []resolve.Request) ([]resolve.Answer, error) {
+	<-ctx.Done()
+	return nil, context.Cause(ctx)
+}
+
+func TestRenderTimeout(t *testing.T) {
+	dir := appDir(t, map[string]string{"app.yaml": strings.Replace(deployment, "{NODESELECTOR}", "{}", 1)})
+	_, _, err := New(slowBatch{}, Settings{Timeout: 50 * time.Millisecond}).Render(context.Background(), dir, envWith(t, "image-list", "web=ghcr.io/org/web:~1"))
+	if err == nil || !strings.Contains(err.Error(), "did not finish within 50ms (renderTimeout)") || !strings.Contains(err.Error(), "Argo CD will render again") {
+		t.Errorf("err = %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
@@ -35,6 +36,8 @@ type Settings struct {
 	ExtraImagePaths []render.ExtraPath
 	// DefaultPlatforms are required of an image whose policy and workload name none.
 	DefaultPlatforms []resolve.Platform
+	// Timeout bounds one render (0: none beyond the caller's context).
+	Timeout time.Duration
 }
 
 // Pipeline renders apps with one way of resolving and one set of settings.
@@ -88,6 +91,22 @@ type Report struct {
 // by a policy resolved: a partial render is never printed. The report is returned
 // whenever the render got as far as reading the policy, also with an error.
 func (p *Pipeline) Render(ctx context.Context, dir string, env *plugin.Env) ([]byte, *Report, error) {
+	if p.settings.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, p.settings.Timeout, errRenderTimeout)
+		defer cancel()
+	}
+	out, report, err := p.render(ctx, dir, env)
+	if err != nil && errors.Is(context.Cause(ctx), errRenderTimeout) {
+		err = fmt.Errorf("the render did not finish within %s (renderTimeout); what the registries answered meanwhile is cached, and Argo CD will render again: %w", p.settings.Timeout, err)
+	}
+	return out, report, err
+}
+
+// errRenderTimeout is the cause of a render's context ending at Settings.Timeout.
+var errRenderTimeout = errors.New("render timeout")
+
+func (p *Pipeline) render(ctx context.Context, dir string, env *plugin.Env) ([]byte, *Report, error) {
 	pol, err := plugin.LoadPolicy(dir, env.Parameters)
 	if err != nil {
 		return nil, nil, err

@@ -54,7 +54,7 @@ Exit status: 0 rendered, 1 not rendered (the reason on stderr, on one line).`,
 				return oneLine(err)
 			}
 			batch := daemon.NewFallback(daemon.NewClient(cfg.Socket), directBatch(cfg), cmd.ErrOrStderr())
-			out, report, err := pipeline.New(batch, settingsOf(cfg)).Render(cmd.Context(), ".", env)
+			out, report, err := pipeline.New(batch, cfg.PipelineSettings()).Render(cmd.Context(), ".", env)
 			report.WriteNotes(cmd.ErrOrStderr())
 			batch.Remember(cmd.Context(), env, report)
 			if err != nil {
@@ -64,11 +64,6 @@ Exit status: 0 rendered, 1 not rendered (the reason on stderr, on one line).`,
 			return err
 		},
 	}
-}
-
-// settingsOf is the pipeline's part of the operator's configuration.
-func settingsOf(cfg config.Config) pipeline.Settings {
-	return pipeline.Settings{ExtraImagePaths: cfg.ExtraImagePaths, DefaultPlatforms: cfg.DefaultPlatforms}
 }
 
 // directBatch builds, when first needed, the resolver of a render without the
@@ -162,7 +157,7 @@ Environment:
 			} else if batch, err = cfg.NewDirectResolver(nil); err != nil {
 				return err
 			}
-			out, report, err := pipeline.New(batch, settingsOf(cfg)).Render(cmd.Context(), dir, env)
+			out, report, err := pipeline.New(batch, cfg.PipelineSettings()).Render(cmd.Context(), dir, env)
 			report.WriteNotes(cmd.ErrOrStderr())
 			if err != nil {
 				return err
