@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // InputError reports a bad value given by the user. It names the field (a flag,
@@ -29,7 +30,7 @@ func (e *InputError) Error() string {
 	if e.Field != "" {
 		fmt.Fprintf(&b, "%s: ", e.Field)
 	}
-	fmt.Fprintf(&b, "invalid value %q", e.Value)
+	fmt.Fprintf(&b, "invalid value %s", quoteValue(e.Value))
 	if e.Err != nil {
 		fmt.Fprintf(&b, ": %v", e.Err)
 	}
@@ -110,3 +111,16 @@ func (e *RegistryError) Error() string {
 }
 
 func (e *RegistryError) Unwrap() error { return e.Err }
+
+// maxValueShown bounds how much of a bad value an InputError quotes.
+const maxValueShown = 128
+
+// quoteValue quotes v (control characters escaped), truncated to maxValueShown
+// runes with its length said when longer.
+func quoteValue(v string) string {
+	if n := utf8.RuneCountInString(v); n > maxValueShown {
+		r := []rune(v)
+		return fmt.Sprintf("%q... (%d characters)", string(r[:maxValueShown-8]), n)
+	}
+	return fmt.Sprintf("%q", v)
+}

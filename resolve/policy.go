@@ -2,6 +2,7 @@ package resolve
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,6 +98,11 @@ func (s PolicySpec) Compile() (*Policy, error) {
 		if p.constraint == "" {
 			return nil, constraintError("the tag to follow, e.g. repo:latest, when update-strategy is digest", nil)
 		}
+		// The tag goes into the manifest URL path (/v2/REPO/manifests/TAG): only the
+		// tag grammar reaches it, never ../../x, a/b or %2e%2e.
+		if err := CheckTag(p.constraint); err != nil {
+			return nil, constraintError("the tag to follow when update-strategy is digest: "+TagAccepted, err)
+		}
 		p.order = digestStrategy{tag: p.constraint}
 	case NewestBuild, Alphabetical, Numeric:
 		if p.constraint != "" {
@@ -184,4 +190,48 @@ func parseNumeric(tag string) (uint64, bool) {
 	}
 	n, err := strconv.ParseUint(tag, 10, 64)
 	return n, err == nil
+}
+
+// TagAccepted describes the OCI tag grammar, for messages.
+const TagAccepted = "a tag: a letter, digit or _ then up to 127 letters, digits, _, . or -"
+
+// DigestAccepted describes the digests CheckDigest accepts, for messages.
+const DigestAccepted = "a digest: sha256: and 64 lowercase hex digits, or sha512: and 128"
+
+var (
+	tagGrammar    = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
+	digestGrammar = regexp.MustCompile(`^(sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128})$`)
+)
+
+// CheckTag reports whether s is a tag by the OCI distribution grammar
+// ([A-Za-z0-9_][A-Za-z0-9._-]{0,127}): the only tags that may be put into a
+// registry URL path.
+func CheckTag(s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("empty tag")
+	case len(s) > 128:
+		return fmt.Errorf("%d characters; a tag has at most 128", len(s))
+	case !tagGrammar.MatchString(s):
+		return fmt.Errorf("not a tag")
+	}
+	return nil
+}
+
+// CheckDigest reports whether s is a digest the registry client may put into a
+// URL path (sha256 or sha512, lowercase hex of the algorithm's length).
+func CheckDigest(s string) error {
+	if !digestGrammar.MatchString(s) {
+		return fmt.Errorf("not a digest")
+	}
+	return nil
+}
+
+// CheckReference reports whether s is a tag or a digest: what may follow
+// /manifests/ in a registry URL path.
+func CheckReference(s string) error {
+	if CheckDigest(s) == nil || CheckTag(s) == nil {
+		return nil
+	}
+	return fmt.Errorf("neither %s nor %s", TagAccepted, DigestAccepted)
 }

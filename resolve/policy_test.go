@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -198,5 +199,92 @@ func TestPlatformJSONRoundTrip(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"platforms":["linux"]}`), &out); err == nil || !strings.Contains(err.Error(), "os/arch[/variant]") {
 		t.Errorf("bad platform decoded without a clear error: %v", err)
+	}
+}
+
+// The digest strategy's tag goes into the manifest URL path: anything but a tag
+// is bad input, named with the field, the value (quoted, truncated when long) and
+// what is accepted, before anything is sent.
+func TestDigestConstraintIsATag(t *testing.T) {
+	long := strings.Repeat("a", 129)
+	for _, bad := range []string{"../../x", "a/b", "%2e%2e", "..", ".hidden", "-x", "a b", "a\nb", "x?y=1", "x#f", long, strings.Repeat("é", 300)} {
+		_, err := PolicySpec{Strategy: "digest", Constraint: bad}.Compile()
+		var ie *InputError
+		if !errors.As(err, &ie) || ie.Policy != FieldConstraint || ie.Field != "constraint" {
+			t.Errorf("%q: err = %v, want an *InputError for the constraint", bad, err)
+			continue
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, "constraint: ") || !strings.Contains(msg, "accepted: the tag to follow") || !strings.Contains(msg, "up to 127") {
+			t.Errorf("%q: message %q does not name the field and what is accepted", bad, msg)
+		}
+		if strings.ContainsAny(msg, "\n\r") || len(msg) > 500 {
+			t.Errorf("%q: message not one bounded line (%d bytes): %q", bad, len(msg), msg)
+		}
+		if len(bad) < 100 && !strings.Contains(msg, strings.Trim(fmt.Sprintf("%q", bad), `"`)) {
+			t.Errorf("%q: message %q does not quote the value", bad, msg)
+		}
+	}
+	if _, err := (PolicySpec{Strategy: "digest", Constraint: long}).Compile(); err == nil ||
+		!strings.Contains(err.Error(), "(129 characters)") || strings.Contains(err.Error(), long) {
+		t.Errorf("a 129-character tag: %v, want it refused, truncated and its length said", err)
+	}
+	if _, err := (PolicySpec{Strategy: "digest", Constraint: ""}).Compile(); err == nil {
+		t.Error("empty tag accepted")
+	}
+	for _, good := range []string{"latest", "v1.2.3", "1.0_rc-1", "_x", strings.Repeat("a", 128)} {
+		if _, err := (PolicySpec{Strategy: "digest", Constraint: good}).Compile(); err != nil {
+			t.Errorf("%q: %v", good, err)
+		}
+	}
+}
+
+func TestCheckReference(t *testing.T) {
+	sha := "sha256:" + strings.Repeat("ab", 32)
+	for s, want := range map[string]bool{
+		"latest": true, sha: true, "sha512:" + strings.Repeat("0", 128): true,
+		"sha256:" + strings.Repeat("A", 64): false, "sha256:abc": false, "sha256:" + strings.Repeat("ab", 32) + "/..": false,
+		"../x": false, "": false, "a/b": false, strings.Repeat("a", 129): false,
+	} {
+		if got := CheckReference(s) == nil; got != want {
+			t.Errorf("CheckReference(%q) accepted %v, want %v", s, got, want)
+		}
+	}
+	if CheckDigest("latest") == nil || CheckTag(sha) == nil {
+		t.Error("a tag taken for a digest or the reverse")
+	}
+}
+
+// Image references from the image list and from manifests are parsed strictly:
+// no path tricks reach a repository, a tag or a digest.
+func TestImageReferencesRefusePathTricks(t *testing.T) {
+	for _, s := range []string{
+		"registry.test/../../x", "registry.test/a/../b", "registry.test/a/%2e%2e/b", "registry.test/a//b",
+		"registry.test/a/./b", "registry.test/A/b", "registry.test/a?x=1", "registry.test/a#f", "registry.test/a b",
+		"registry.test/app@sha256:../../x", "../../x",
+	} {
+		var ie *InputError
+		if _, _, _, err := ParseImageSpec(s); !errors.As(err, &ie) {
+			t.Errorf("ParseImageSpec(%q): %v, want an *InputError", s, err)
+		}
+		if img, err := ParseImage(s + ":1.0"); !errors.As(err, &ie) {
+			t.Errorf("ParseImage(%q): %+v, %v, want an *InputError", s+":1.0", img, err)
+		}
+	}
+	// A constraint holding a path is no tag: refused by the digest strategy, and
+	// no semver range either.
+	_, _, constraint, err := ParseImageSpec("registry.test/app:..%2f..%2fx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []string{"digest", "semver"} {
+		if _, err := (PolicySpec{Strategy: st, Constraint: constraint}).Compile(); err == nil {
+			t.Errorf("%s: constraint %q accepted", st, constraint)
+		}
+	}
+	for _, s := range []string{"registry.test/app:../x", "registry.test/app:a/b", "registry.test/app@sha256:abc", "registry.test/app:%2e%2e"} {
+		if img, err := ParseImage(s); err == nil {
+			t.Errorf("ParseImage(%q) = %+v, want an error", s, img)
+		}
 	}
 }
