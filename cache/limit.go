@@ -91,20 +91,28 @@ func normaliseHost(h string) string {
 // included, bounds the requests in flight per registry host, and counts them. A
 // bucket belongs to the longest RateLimit prefix naming the request's repository,
 // else to the request's registry host with the "*" limit. A 429 with Retry-After
-// pauses every request to that registry host until then; a request that would have
-// to wait longer than the maximum pause gets a 429 answer without reaching the
-// registry, so the caller fails (or serves the last good answer) instead of
-// hanging.
+// pauses what the registry throttled until then, for at most the pause cap
+// (DefaultPauseCap): the repository when the request's path names one
+// (/v2/REPO/...), else the whole registry host. A request that would have to wait
+// longer than the maximum wait gets a 429 answer without reaching the registry,
+// so the caller fails (or serves the last good answer) instead of hanging.
 type Limiter struct {
 	limits      []RateLimit // longest prefix first, "*" excluded
 	any         *RateLimit
 	concurrency int
-	maxPause    time.Duration
+	maxWait     time.Duration // longest a request waits out a pause; longer: a local 429
+	pauseCap    time.Duration // longest pause a Retry-After sets
 	m           *Metrics
 
-	mu      sync.Mutex
-	buckets map[string]*rate.Limiter // by prefix, or host under "*"; nil: unlimited
-	hosts   map[string]*hostState
+	// now and sleep are the clock; tests replace them.
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
+
+	mu          sync.Mutex
+	buckets     map[string]*rate.Limiter // by prefix, or host under "*"; nil: unlimited
+	hosts       map[string]*hostState
+	pauses      map[pauseKey]time.Time // until when; expired entries are dropped as new ones come
+	pausedHosts map[string]bool        // hosts ever paused: their gauge series
 
 	pings pingPairs
 }
@@ -198,12 +206,18 @@ func (pp *pingPairs) httpsFailed(host string, start time.Time, status string, re
 	})
 }
 
+// DefaultPauseCap bounds the pause a Retry-After sets: a registry asking for a day
+// (or an HTTP date far ahead) is asked again after this.
+const DefaultPauseCap = 5 * time.Minute
+
 // hostState is what all requests to one registry host share.
 type hostState struct {
-	sem    chan struct{} // nil: no bound on requests in flight
-	mu     sync.Mutex
-	paused time.Time // requests wait until then (Retry-After)
+	sem chan struct{} // nil: no bound on requests in flight
 }
+
+// pauseKey is what a Retry-After pauses: a registry host, or one repository of it
+// (repo as the request path names it; "" for the whole host).
+type pauseKey struct{ host, repo string }
 
 // NewLimiter returns a Limiter. concurrency bounds requests in flight per registry
 // host (0: no bound). A nil m records into a Metrics of its own.
@@ -211,8 +225,11 @@ func NewLimiter(limits []RateLimit, concurrency int, m *Metrics) *Limiter {
 	if m == nil {
 		m = NewMetrics()
 	}
-	l := &Limiter{concurrency: concurrency, m: m, maxPause: resolve.DefaultRetryPolicy.MaxWait,
-		buckets: map[string]*rate.Limiter{}, hosts: map[string]*hostState{}}
+	l := &Limiter{concurrency: concurrency, m: m, maxWait: resolve.DefaultRetryPolicy.MaxWait, pauseCap: DefaultPauseCap,
+		now: time.Now, sleep: sleepCtx,
+		buckets: map[string]*rate.Limiter{}, hosts: map[string]*hostState{},
+		pauses: map[pauseKey]time.Time{}, pausedHosts: map[string]bool{}}
+	m.addPauseSource(l.pausedSeconds)
 	for _, rl := range limits {
 		if rl.Registry == AnyRegistry {
 			l.any = &rl
@@ -303,7 +320,8 @@ func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		// Before any wait: the failed https ping this one may follow is waiting.
 		t.l.pings.httpStarted(req.URL.Host)
 	}
-	if resp, err := t.l.waitPause(req, hs); resp != nil || err != nil {
+	pk := pauseKey{host: tg.host, repo: pathRepository(req.URL.Path)}
+	if resp, err := t.l.waitPause(req, pk); resp != nil || err != nil {
 		return resp, err
 	}
 	if b := t.l.bucket(tg); b != nil {
@@ -332,47 +350,121 @@ func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		record(failureStatus(ctx))
 	}
 	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
-		if d, ok := resolve.RetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && d > 0 {
-			hs.pause(time.Now().Add(d))
-			t.l.m.Pauses.WithLabelValues(tg.host).Inc()
+		now := t.l.now()
+		if d, ok := resolve.RetryAfter(resp.Header.Get("Retry-After"), now); ok && d > 0 {
+			t.l.pause(pk, now.Add(min(d, t.l.pauseCap)))
 		}
 	}
 	return resp, err
 }
 
-// waitPause waits while the registry host is paused by a Retry-After. If the
-// pause is longer than the maximum pause or than the request's deadline allows, it
-// answers 429 itself.
-func (l *Limiter) waitPause(req *http.Request, hs *hostState) (*http.Response, error) {
+// SetPauseCap sets the longest pause a Retry-After sets (default DefaultPauseCap;
+// d <= 0 keeps it). Call it before the limiter is used.
+func (l *Limiter) SetPauseCap(d time.Duration) {
+	if d > 0 {
+		l.pauseCap = d
+	}
+}
+
+// pathRepository is the repository a registry request path names (/v2/REPO/tags/list,
+// /v2/REPO/manifests/REF, /v2/REPO/blobs/DIGEST), "" for pings, token and other
+// requests.
+func pathRepository(p string) string {
+	rest, ok := strings.CutPrefix(p, "/v2/")
+	if !ok {
+		return ""
+	}
+	if repo, ok := strings.CutSuffix(rest, "/tags/list"); ok {
+		return repo
+	}
+	for _, m := range []string{"/manifests/", "/blobs/"} {
+		if i := strings.LastIndex(rest, m); i > 0 {
+			return rest[:i]
+		}
+	}
+	return ""
+}
+
+// pause pauses k's requests until until (never shortening a pause), counts it and
+// drops pauses that are over.
+func (l *Limiter) pause(k pauseKey, until time.Time) {
+	now := l.now()
+	l.mu.Lock()
+	for pk, u := range l.pauses {
+		if !u.After(now) {
+			delete(l.pauses, pk)
+		}
+	}
+	if until.After(l.pauses[k]) {
+		l.pauses[k] = until
+	}
+	l.pausedHosts[k.host] = true
+	l.mu.Unlock()
+	l.m.Pauses.WithLabelValues(k.host).Inc()
+}
+
+// pausedUntil is when the pauses that apply to k end: its host's and, when k
+// names a repository, that repository's.
+func (l *Limiter) pausedUntil(k pauseKey) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	until := l.pauses[pauseKey{host: k.host}]
+	if k.repo != "" {
+		if u := l.pauses[k]; u.After(until) {
+			until = u
+		}
+	}
+	return until
+}
+
+// pausedSeconds is, for every registry host ever paused, the seconds left of its
+// longest pause (of the host or of one of its repositories), 0 when none.
+func (l *Limiter) pausedSeconds() map[string]float64 {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]float64, len(l.pausedHosts))
+	for h := range l.pausedHosts {
+		out[h] = 0
+	}
+	for k, u := range l.pauses {
+		if d := u.Sub(now).Seconds(); d > out[k.host] {
+			out[k.host] = d
+		}
+	}
+	return out
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// waitPause waits while the request's registry host or repository is paused by a
+// Retry-After. If the pause is longer than the maximum wait or than the request's
+// deadline allows, it answers 429 itself.
+func (l *Limiter) waitPause(req *http.Request, k pauseKey) (*http.Response, error) {
 	ctx := req.Context()
 	for {
-		hs.mu.Lock()
-		until := hs.paused
-		hs.mu.Unlock()
-		d := time.Until(until)
+		now := l.now()
+		d := l.pausedUntil(k).Sub(now)
 		if d <= 0 {
 			return nil, nil
 		}
 		deadline, hasDeadline := ctx.Deadline()
-		if d > l.maxPause || (hasDeadline && time.Until(deadline) < d) {
+		if d > l.maxWait || (hasDeadline && deadline.Sub(now) < d) {
 			return throttled(req, d), nil
 		}
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
+		if err := l.sleep(ctx, d); err != nil {
+			return nil, err
 		}
 	}
-}
-
-func (hs *hostState) pause(until time.Time) {
-	hs.mu.Lock()
-	if until.After(hs.paused) {
-		hs.paused = until
-	}
-	hs.mu.Unlock()
 }
 
 // throttled is the 429 the limiter answers for a paused registry.

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,10 +21,10 @@ import (
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
-// A 429 with Retry-After: 1 pauses the whole registry: the throttled request is
-// retried after the pause, and a request of another render, for another
-// repository, waits for it too.
-func TestRetryAfterPausesTheRegistry(t *testing.T) {
+// A 429 with Retry-After: 1 on repository a's tag list pauses a: the throttled
+// request is retried after the pause; a request of another render, for repository
+// b of the same registry, does not wait for it.
+func TestRetryAfterPausesTheRepository(t *testing.T) {
 	s := rt.New(t)
 	pushTags(t, s, "a", "linux/amd64", "1.0.0")
 	pushTags(t, s, "b", "linux/amd64", "1.0.0")
@@ -54,18 +56,200 @@ func TestRetryAfterPausesTheRegistry(t *testing.T) {
 			fault = r.At
 		}
 	}
-	var after int
+	var afterA, afterB int
 	for _, r := range s.Requests() {
 		if !r.At.After(fault) {
 			continue
 		}
-		after++
-		if gap := r.At.Sub(fault); gap < time.Second {
-			t.Errorf("%s %s (%s) reached the registry %v after the 429, before Retry-After: 1", r.Method, r.Path, r.Kind, gap)
+		if strings.HasPrefix(r.Path, "/v2/b/") {
+			afterB++
+			continue
+		}
+		if strings.HasPrefix(r.Path, "/v2/a/") {
+			afterA++
+			if gap := r.At.Sub(fault); gap < time.Second {
+				t.Errorf("%s %s (%s) reached the registry %v after the 429, before Retry-After: 1", r.Method, r.Path, r.Kind, gap)
+			}
 		}
 	}
-	if fault.IsZero() || after < 2 { // a's retry, b's ping and list at least
-		t.Fatalf("fault at %v, %d requests after it: %+v", fault, after, s.Requests())
+	if fault.IsZero() || afterA == 0 || afterB == 0 { // a's retry, b's list at least
+		t.Fatalf("fault at %v, %d requests of a and %d of b after it: %+v", fault, afterA, afterB, s.Requests())
+	}
+}
+
+// pauseClock is the limiter's clock in tests: sleeping advances it.
+type pauseClock struct {
+	mu     sync.Mutex
+	t      time.Time
+	sleeps []time.Duration
+}
+
+func (c *pauseClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *pauseClock) sleep(_ context.Context, d time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sleeps = append(c.sleeps, d)
+	c.t = c.t.Add(d)
+	return nil
+}
+
+func (c *pauseClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func (c *pauseClock) slept() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.sleeps)
+}
+
+// throttlingLimiter is a limiter on a fake clock in front of a registry that
+// answers 429 with retryAfter to the paths in throttle (once each), 200 otherwise,
+// and records the paths it was asked for.
+func throttlingLimiter(retryAfter string, throttle ...string) (*Limiter, *pauseClock, func(path string) *http.Response, func() []string) {
+	clock := &pauseClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	lim := NewLimiter(nil, 0, nil)
+	lim.now, lim.sleep = clock.now, clock.sleep
+	var mu sync.Mutex
+	var seen []string
+	pending := map[string]bool{}
+	for _, p := range throttle {
+		pending[p] = true
+	}
+	tr := lim.Wrap(roundTripper(func(req *http.Request) (*http.Response, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, req.URL.Path)
+		if pending[req.URL.Path] {
+			delete(pending, req.URL.Path)
+			return &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {retryAfter}}, Body: http.NoBody}, nil
+		}
+		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
+	}))
+	do := func(path string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, "http://registry.test"+path, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			panic(err)
+		}
+		return resp
+	}
+	return lim, clock, do, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
+}
+
+// A registry asking for a day (in seconds or as an HTTP date) pauses for at most
+// the cap: requests meanwhile are answered 429 locally with a Retry-After within
+// the cap, and once the cap is over the registry is asked again.
+func TestRetryAfterPauseIsCapped(t *testing.T) {
+	day := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC).Format(http.TimeFormat)
+	for _, ra := range []string{"86400", day} {
+		t.Run(ra, func(t *testing.T) {
+			lim, clock, do, seen := throttlingLimiter(ra, "/v2/a/tags/list")
+			if resp := do("/v2/a/tags/list"); resp.StatusCode != http.StatusTooManyRequests {
+				t.Fatalf("first answer %d", resp.StatusCode)
+			}
+			if got := lim.pausedSeconds()["registry.test"]; got <= 0 || got > DefaultPauseCap.Seconds() {
+				t.Errorf("paused %vs, want within the cap %v", got, DefaultPauseCap)
+			}
+			resp := do("/v2/a/manifests/1.0")
+			secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+			if resp.StatusCode != http.StatusTooManyRequests || secs <= 0 || secs > int(DefaultPauseCap.Seconds()) {
+				t.Errorf("during the pause: %d with Retry-After %q, want a local 429 within the cap", resp.StatusCode, resp.Header.Get("Retry-After"))
+			}
+			clock.advance(DefaultPauseCap)
+			if resp := do("/v2/a/manifests/1.0"); resp.StatusCode != http.StatusOK {
+				t.Errorf("after the cap: %d, want the registry asked again", resp.StatusCode)
+			}
+			if want := []string{"/v2/a/tags/list", "/v2/a/manifests/1.0"}; !slices.Equal(seen(), want) {
+				t.Errorf("registry asked for %v, want %v", seen(), want)
+			}
+			if got := lim.pausedSeconds()["registry.test"]; got != 0 {
+				t.Errorf("paused %vs after the pause, want 0", got)
+			}
+		})
+	}
+}
+
+// A 429 on repository a pauses a only: repository b of the same registry is asked
+// at once, without waiting; a's next request waits out Retry-After; a 429 on a
+// request naming no repository (the ping) pauses the whole registry.
+func TestRetryAfterPausesOnlyTheRepositoryAsked(t *testing.T) {
+	lim, clock, do, seen := throttlingLimiter("10", "/v2/a/tags/list", "/v2/")
+	do("/v2/a/tags/list")
+	for _, p := range []string{"/v2/b/tags/list", "/v2/b/manifests/1.0", "/v2/org/a/tags/list", "/v2/a/b/blobs/sha256:00"} {
+		if resp := do(p); resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %d", p, resp.StatusCode)
+		}
+	}
+	if s := clock.slept(); len(s) != 0 {
+		t.Fatalf("requests of other repositories waited %v", s)
+	}
+	if resp := do("/v2/a/manifests/1.0"); resp.StatusCode != http.StatusOK {
+		t.Errorf("a after its pause: %d", resp.StatusCode)
+	}
+	if s := clock.slept(); !slices.Equal(s, []time.Duration{10 * time.Second}) {
+		t.Errorf("a waited %v, want its Retry-After: 10s", s)
+	}
+	if n := testutil.ToFloat64(lim.m.Pauses.WithLabelValues("registry.test")); n != 1 {
+		t.Errorf("pauses counted %v, want 1", n)
+	}
+
+	// The ping names no repository: the whole host pauses.
+	do("/v2/")
+	do("/v2/b/tags/list")
+	if s := clock.slept(); len(s) != 2 || s[1] != 10*time.Second {
+		t.Errorf("after a 429 to the ping, b waited %v, want 10s", s)
+	}
+	if want := []string{"/v2/a/tags/list", "/v2/b/tags/list", "/v2/b/manifests/1.0", "/v2/org/a/tags/list", "/v2/a/b/blobs/sha256:00",
+		"/v2/a/manifests/1.0", "/v2/", "/v2/b/tags/list"}; !slices.Equal(seen(), want) {
+		t.Errorf("registry asked for %v\nwant %v", seen(), want)
+	}
+}
+
+// The paused seconds gauge has one series per registry host (no repository
+// label), counting down to 0.
+func TestPausedSecondsGauge(t *testing.T) {
+	lim, clock, do, _ := throttlingLimiter("60", "/v2/a/tags/list", "/v2/org/b/tags/list")
+	do("/v2/a/tags/list")
+	do("/v2/org/b/tags/list")
+	clock.advance(15 * time.Second)
+	want := `
+# HELP argocd_image_resolver_ratelimit_paused_seconds Seconds left of the longest Retry-After pause of a registry (of the whole host or of one of its repositories), 0 when none; a series for every registry paused since start.
+# TYPE argocd_image_resolver_ratelimit_paused_seconds gauge
+argocd_image_resolver_ratelimit_paused_seconds{registry="registry.test"} 45
+`
+	if err := testutil.GatherAndCompare(lim.m.Registry, strings.NewReader(want), "argocd_image_resolver_ratelimit_paused_seconds"); err != nil {
+		t.Error(err)
+	}
+	clock.advance(time.Minute)
+	if err := testutil.GatherAndCompare(lim.m.Registry, strings.NewReader(strings.Replace(want, "} 45", "} 0", 1)), "argocd_image_resolver_ratelimit_paused_seconds"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.ToFloat64(lim.m.Pauses.WithLabelValues("registry.test")); n != 2 {
+		t.Errorf("pauses counted %v, want 2", n)
+	}
+}
+
+func TestPathRepository(t *testing.T) {
+	for p, want := range map[string]string{
+		"/v2/": "", "/v2": "", "/token": "", "/v2/_catalog": "",
+		"/v2/a/tags/list": "a", "/v2/org/app/manifests/1.0": "org/app",
+		"/v2/org/app/blobs/sha256:ab": "org/app", "/v2/x/manifests/manifests/1": "x/manifests",
+	} {
+		if got := pathRepository(p); got != want {
+			t.Errorf("%s: %q, want %q", p, got, want)
+		}
 	}
 }
 

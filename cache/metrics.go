@@ -2,6 +2,7 @@ package cache
 
 import (
 	"net/http"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -38,6 +39,8 @@ type Metrics struct {
 	Requests      *prometheus.CounterVec   // registry, kind, method, status
 	RateLimitWait *prometheus.HistogramVec // registry
 	Pauses        *prometheus.CounterVec   // registry
+
+	paused *pauseCollector // registry: ratelimit_paused_seconds
 }
 
 // NewMetrics creates the metrics and registers them, with the Go runtime and process
@@ -69,8 +72,13 @@ func NewMetrics() *Metrics {
 			"registry", "kind", "method", "status"),
 		RateLimitWait: h("ratelimit_wait_seconds", "Time a registry request waited for its registry's rate limit (token bucket and Retry-After pauses).",
 			[]float64{0, .001, .01, .05, .1, .25, .5, 1, 2, 5, 10, 30}, "registry"),
-		Pauses: f("ratelimit_pauses_total", "Registry answers with Retry-After that paused every request to that registry.", "registry"),
+		Pauses: f("ratelimit_pauses_total", "Registry answers (429) with Retry-After that paused requests: to the repository the request named, "+
+			"else to the whole registry; each pause capped (5m by default).", "registry"),
+		paused: &pauseCollector{desc: prometheus.NewDesc(Namespace+"_ratelimit_paused_seconds",
+			"Seconds left of the longest Retry-After pause of a registry (of the whole host or of one of its repositories), 0 when none; "+
+				"a series for every registry paused since start.", []string{"registry"}, nil)},
 	}
+	reg.MustRegister(m.paused)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every layer's series exist from the start, at zero, so dashboards and alerts
 	// see them before the first event.
@@ -119,5 +127,40 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 		if s.Layer == LayerManifest || s.Layer == LayerBlob {
 			ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(s.Bytes), s.Layer)
 		}
+	}
+}
+
+// pauseCollector reports, at scrape time, the pauses of every Limiter recording
+// into the Metrics (the longest per registry host).
+type pauseCollector struct {
+	desc    *prometheus.Desc
+	mu      sync.Mutex
+	sources []func() map[string]float64
+}
+
+// addPauseSource adds a Limiter's pauses (seconds left by registry host) to the
+// ratelimit_paused_seconds gauge.
+func (m *Metrics) addPauseSource(f func() map[string]float64) {
+	m.paused.mu.Lock()
+	m.paused.sources = append(m.paused.sources, f)
+	m.paused.mu.Unlock()
+}
+
+func (c *pauseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *pauseCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	sources := append([]func() map[string]float64(nil), c.sources...)
+	c.mu.Unlock()
+	all := map[string]float64{}
+	for _, f := range sources {
+		for h, d := range f() {
+			if cur, ok := all[h]; !ok || d > cur {
+				all[h] = d
+			}
+		}
+	}
+	for h, d := range all {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, d, h)
 	}
 }
