@@ -100,14 +100,24 @@ type RegistryError struct {
 	message string
 }
 
+// Error is one line: the registry's text in the wrapped error is redacted of every
+// credential value DefaultRedactor holds, its control characters escaped and it
+// is truncated to MaxRegistryText bytes.
 func (e *RegistryError) Error() string {
 	if e.message != "" {
-		return e.message
+		// Rebuilt from a daemon's answer, already clean there; made safe again
+		// for this process's secrets and bounded.
+		return DefaultRedactor.Clean(e.message, 4*MaxRegistryText)
 	}
+	inner := "<nil>"
+	if e.Err != nil {
+		inner = CleanRegistryText(e.Err.Error())
+	}
+	op, image := OneLine(e.Op), OneLine(e.Image)
 	if e.Via != "" {
-		return fmt.Sprintf("%s of %s (via %s): %v", e.Op, e.Image, e.Via, e.Err)
+		return fmt.Sprintf("%s of %s (via %s): %s", op, image, OneLine(e.Via), inner)
 	}
-	return fmt.Sprintf("%s of %s: %v", e.Op, e.Image, e.Err)
+	return fmt.Sprintf("%s of %s: %s", op, image, inner)
 }
 
 func (e *RegistryError) Unwrap() error { return e.Err }

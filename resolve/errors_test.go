@@ -97,3 +97,20 @@ func TestRegistryErrorNamesTheWrittenImage(t *testing.T) {
 		})
 	}
 }
+
+// A RegistryError is one line, bounded, with the secrets the process holds
+// redacted, whatever the registry wrote; so is one rebuilt from a daemon's answer.
+func TestRegistryErrorIsOneBoundedLine(t *testing.T) {
+	const secret = "registry-password-42"
+	resolve.DefaultRedactor.Add(secret)
+	body := "denied: " + secret + "\n\x1b]0;title\x07" + strings.Repeat("y", 10<<10)
+	err := error(&resolve.RegistryError{Op: "get manifest", Image: "ghcr.io/org/app:1.0", Via: "10.0.0.5:5000", Err: errors.New(body)})
+	msg := err.Error()
+	prefix := "get manifest of ghcr.io/org/app:1.0 (via 10.0.0.5:5000): denied: " + resolve.Redacted + " "
+	if !strings.HasPrefix(msg, prefix) {
+		t.Errorf("message %.200q, want it to start %q", msg, prefix)
+	}
+	assertCleanLine(t, msg, len("get manifest of ghcr.io/org/app:1.0 (via 10.0.0.5:5000): ")+resolve.MaxRegistryText, secret, "\x1b", "\x07", "\n")
+	rebuilt := resolve.Answer{Error: body, ErrorKind: resolve.KindRegistry}.Err()
+	assertCleanLine(t, rebuilt.Error(), 4*resolve.MaxRegistryText, secret, "\x1b", "\n")
+}
