@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -59,6 +61,12 @@ type remoteOptions struct {
 	registries []RegistryConfig
 	noMemo     bool
 	wrap       func(http.RoundTripper) http.RoundTripper
+
+	maxPages       int
+	maxTags        int
+	maxPageBytes   int64
+	headerTimeout  time.Duration
+	requestTimeout time.Duration
 }
 
 // RemoteOption configures a Remote.
@@ -116,6 +124,12 @@ func NewRemote(opts ...RemoteOption) (*Remote, error) {
 		retry:     DefaultRetryPolicy,
 		userAgent: "argocd-image-resolver",
 		jobs:      8,
+
+		maxPages:       DefaultMaxTagPages,
+		maxTags:        DefaultMaxTags,
+		maxPageBytes:   DefaultMaxTagPageBytes,
+		headerTimeout:  DefaultResponseHeaderTimeout,
+		requestTimeout: DefaultRequestTimeout,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -163,6 +177,8 @@ func NewRemote(opts ...RemoteOption) (*Remote, error) {
 	if o.wrap != nil {
 		base = o.wrap(base)
 	}
+	// Bounds below retries: each attempt has its own timeouts and page cap.
+	base = &boundedTransport{next: base, header: o.headerTimeout, overall: o.requestTimeout, maxPageBytes: o.maxPageBytes}
 	rt := &retryTransport{next: base, policy: o.retry}
 	r.common = []remote.Option{
 		remote.WithTransport(rt),
@@ -355,20 +371,81 @@ func (r *Remote) endpoint(repo name.Repository) target {
 }
 
 // ListTags lists every tag, following Link pagination. A registry that rejects the
-// page size is asked again without one.
+// page size is asked again without one. The list is bounded (WithTagListLimits):
+// over a cap on pages, tags or bytes per page, or at a Link back to a page already
+// read, it fails with a *TagListLimitError and returns no tags.
 func (r *Remote) ListTags(ctx context.Context, repo name.Repository) ([]string, error) {
 	t := r.endpoint(repo)
 	var tags []string
-	list := func(ctx context.Context, p *remote.Puller) (err error) {
-		tags, err = p.List(ctx, t.repo)
-		return err
+	list := func(pageSize int) func(context.Context, *remote.Puller) error {
+		return func(ctx context.Context, p *remote.Puller) (err error) {
+			tags, err = r.listPages(ctx, p, repo, t.repo, pageSize)
+			return err
+		}
 	}
-	err := r.call(ctx, repo, t, t.pageSize, list)
+	err := r.call(ctx, repo, t, t.pageSize, list(t.pageSize))
 	if err != nil && t.pageSize > 0 && rejectsPageSize(err) {
-		err = r.call(ctx, repo, t, 0, list)
+		err = r.call(ctx, repo, t, 0, list(0))
 	}
 	if err != nil {
 		return nil, t.registryError("list tags", repo, repo.String(), err)
+	}
+	return tags, nil
+}
+
+// listPages reads the pages of ep's tag list (written is the repository as
+// written, for errors), within the caps.
+func (r *Remote) listPages(ctx context.Context, p *remote.Puller, written, ep name.Repository, pageSize int) ([]string, error) {
+	limitErr := func(limit string, max int64, link string) error {
+		return &TagListLimitError{Registry: written.RegistryStr(), Repository: written.RepositoryStr(),
+			Limit: limit, Max: max, Link: link}
+	}
+	pageErr := func(err error) error {
+		var pb *pageBytesError
+		if errors.As(err, &pb) {
+			return limitErr("bytes per page", pb.max, "")
+		}
+		return err
+	}
+	// The first page's URL as ggcr builds it, so that a Link back to it is seen.
+	first := &url.URL{Scheme: ep.Scheme(), Host: ep.RegistryStr(), Path: fmt.Sprintf("/v2/%s/tags/list", ep.RepositoryStr())}
+	if pageSize > 0 {
+		first.RawQuery = fmt.Sprintf("n=%d", pageSize)
+	}
+	seen := map[string]bool{pageKey(first): true}
+	l, err := p.Lister(ctx, ep)
+	if err != nil {
+		return nil, pageErr(err)
+	}
+	var tags []string
+	for pages := 0; l.HasNext(); {
+		page, err := l.Next(ctx)
+		if err != nil {
+			return nil, pageErr(err)
+		}
+		if pages++; pages > r.o.maxPages {
+			return nil, limitErr("pages", int64(r.o.maxPages), "")
+		}
+		if len(tags)+len(page.Tags) > r.o.maxTags {
+			return nil, limitErr("tags", int64(r.o.maxTags), "")
+		}
+		tags = append(tags, page.Tags...)
+		if page.Next == "" {
+			break
+		}
+		next, err := url.Parse(page.Next)
+		if err != nil {
+			return nil, err
+		}
+		k := pageKey(next)
+		if seen[k] {
+			return nil, limitErr("link loop", 0, next.RequestURI())
+		}
+		seen[k] = true
+		if pages == r.o.maxPages {
+			// Another page follows: over the cap without reading it.
+			return nil, limitErr("pages", int64(r.o.maxPages), "")
+		}
 	}
 	return tags, nil
 }

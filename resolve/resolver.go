@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"golang.org/x/sync/errgroup"
 )
@@ -42,6 +43,10 @@ type Result struct {
 	// Stale lists the cached answers past their TTL this result was built on because
 	// the registry failed (stale-if-error); empty when everything was fresh.
 	Stale []string `json:"stale,omitempty"`
+	// InvalidTags is how many listed tags broke the OCI tag grammar
+	// ([A-Za-z0-9_][A-Za-z0-9._-]{0,127}) and were skipped before any filter or
+	// strategy saw them (a Warning says so, quoting at most one, truncated).
+	InvalidTags int `json:"invalidTags,omitempty"`
 }
 
 // ReferenceFor is the reference a manifest gets for the chosen tag, spelled with
@@ -187,6 +192,7 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 		if tags, err = r.reg.ListTags(ctx, repo); err != nil {
 			return nil, err
 		}
+		tags = skipInvalidTags(res, tags)
 	}
 
 	var allowed []string
@@ -248,15 +254,23 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 				continue
 			}
 		}
+		pinned := p.pinDigest || p.strategy == Digest
 		if info == nil {
 			d, err := r.reg.Head(ctx, repo, t)
 			if err != nil {
 				return nil, r.digestTagMissing(p, res, err)
 			}
+			if pinned {
+				// The HEAD's digest is the registry's Docker-Content-Digest header:
+				// confirm it by the manifest's own bytes before pinning it.
+				if err := r.confirmDigest(ctx, repo, res.Image+":"+t, d.Digest); err != nil {
+					return nil, err
+				}
+			}
 			info = &TagInfo{Digest: d.Digest, MediaType: d.MediaType}
 		}
 		res.Tag, res.Digest = t, info.Digest.String()
-		res.Pinned = p.pinDigest || p.strategy == Digest
+		res.Pinned = pinned
 		res.Reference = res.ReferenceFor(res.Image)
 		res.Considered = append(res.Considered, Consideration{Tag: t, Outcome: "chosen",
 			Reason: chosenReason(p), Platforms: info.Platforms, Created: info.Created})
@@ -273,6 +287,51 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 	return nil, &NoTagError{Image: res.Image, Result: res,
 		Reason: fmt.Sprintf("none of %d candidates has every required platform (%s): %s",
 			len(ordered), joinPlatforms(p.platforms), strings.Join(has, "; "))}
+}
+
+// confirmDigest fetches the manifest by the digest a HEAD claimed and checks that
+// its bytes hash to it (Remote's GET by digest hashes the body; a content
+// addressed cache serves it again for free). A registry whose header lies fails
+// with a *DigestMismatchError.
+func (r *Resolver) confirmDigest(ctx context.Context, repo name.Repository, image string, claimed v1.Hash) error {
+	m, err := r.reg.Manifest(ctx, repo, claimed.String())
+	if err != nil {
+		var te *transport.Error
+		if isDigestMismatch(err) || (errors.As(err, &te) && te.StatusCode == http.StatusNotFound) {
+			return &DigestMismatchError{Image: image, Claimed: claimed.String(), Err: err}
+		}
+		return err
+	}
+	if m.Digest != claimed {
+		return &DigestMismatchError{Image: image, Claimed: claimed.String(), Actual: m.Digest.String()}
+	}
+	if got := digestOf(m.Raw, claimed.Algorithm); got != "" && got != claimed.String() {
+		return &DigestMismatchError{Image: image, Claimed: claimed.String(), Actual: got}
+	}
+	return nil
+}
+
+// skipInvalidTags drops the tags that break the OCI tag grammar, counting them in
+// res and saying so in a warning that quotes one, truncated.
+func skipInvalidTags(res *Result, tags []string) []string {
+	valid := tags[:0:0]
+	var first string
+	for _, t := range tags {
+		if ociTagOK(t) {
+			valid = append(valid, t)
+			continue
+		}
+		if res.InvalidTags == 0 {
+			first = t
+		}
+		res.InvalidTags++
+	}
+	if res.InvalidTags == 0 {
+		return tags
+	}
+	res.Warnings = append(res.Warnings, fmt.Sprintf(
+		"the registry listed %d tags that are not valid OCI tags, skipped (e.g. %s)", res.InvalidTags, quoteTrunc(first, 40)))
+	return valid
 }
 
 // digestTagMissing turns "manifest unknown" for the followed tag of the digest

@@ -11,7 +11,10 @@
 //   - Basic or Bearer (token server) authentication (WithBasicAuth,
 //     WithBearerAuth);
 //   - latency (WithLatency) and injected faults such as 429 with Retry-After
-//     or 503 (Inject);
+//     or 503 (Inject), and hostile answers: a request that hangs, a body that
+//     never comes, a huge or gzip-bomb tags page (GzipBomb), a Link back to a
+//     page already served, a lying Docker-Content-Digest (Fault.Body, Header,
+//     PassThrough, Hang, HangBody);
 //   - request counters by kind (Count, Counts, Total, Requests), so tests can
 //     assert how many registry calls a resolution cost.
 //
@@ -68,6 +71,9 @@ type Request struct {
 	At            time.Time
 	Authorization bool // whether an Authorization header was present
 	Fault         bool // whether an injected Fault answered the request
+	// BytesWritten is how many body bytes were written (before any transport
+	// compression; a Fault's Body as given, so a gzip bomb's compressed size).
+	BytesWritten int64
 }
 
 type authMode int
@@ -144,6 +150,7 @@ type Server struct {
 	total    int
 	requests []*Request
 	tokens   map[string]time.Time
+	closing  chan struct{} // closed by Close: releases hanging handlers
 }
 
 // New starts a Server that is closed when the test ends.
@@ -160,8 +167,9 @@ func New(t testing.TB, opts ...Option) *Server {
 // NewServer starts a Server; the caller must Close it.
 func NewServer(opts ...Option) (*Server, error) {
 	s := &Server{
-		counts: map[Kind]int{},
-		tokens: map[string]time.Time{},
+		counts:  map[Kind]int{},
+		tokens:  map[string]time.Time{},
+		closing: make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(&s.cfg)
@@ -190,6 +198,7 @@ func NewServer(opts ...Option) (*Server, error) {
 // Close shuts the server down. It is safe to call more than once.
 func (s *Server) Close() {
 	s.once.Do(func() {
+		close(s.closing)
 		s.srv.CloseClientConnections()
 		s.srv.Close()
 	})
@@ -266,6 +275,26 @@ type Fault struct {
 	Times        int    // how many requests to answer; 0 = forever
 	Code         string // error code in the body; "" derives it from Status
 	Message      string // error message in the body; "" derives it from Status
+
+	// The hostile behaviours below answer instead of an error body.
+
+	// Hang accepts the request and never answers: the handler waits until the
+	// client goes away or the server closes (a registry that accepts and hangs).
+	Hang bool
+	// HangBody sends the status line and headers of the real answer, then never
+	// writes its body (a registry that stalls mid-answer).
+	HangBody bool
+	// Body, when not nil, is sent as a 200 (or Status) answer instead of an error,
+	// with Header; e.g. a huge tags/list page, a tag list with tags that break
+	// the OCI grammar, or a gzip bomb (GzipBomb) with Content-Encoding: gzip.
+	Body []byte
+	// Header is set on the answer: on Body's, or, with PassThrough, on the real
+	// registry's answer (replacing its values), e.g. a lying
+	// Docker-Content-Digest or a Link back to a page already served.
+	Header http.Header
+	// PassThrough lets the request be handled as usual, with Header applied to
+	// the answer. Counts as a fault in the request log.
+	PassThrough bool
 }
 
 type faultState struct {
@@ -311,6 +340,41 @@ func (s *Server) matchFault(kind Kind, r *http.Request) (Fault, bool) {
 }
 
 func (s *Server) writeFault(w http.ResponseWriter, r *http.Request, kind Kind, f Fault) {
+	if f.Hang {
+		select {
+		case <-r.Context().Done():
+		case <-s.closing:
+		}
+		return
+	}
+	if f.Body != nil {
+		status := f.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		h := w.Header()
+		h.Set("Docker-Distribution-API-Version", "registry/2.0")
+		if h.Get("Content-Type") == "" {
+			h.Set("Content-Type", "application/json")
+		}
+		for k, v := range f.Header {
+			h[k] = v
+		}
+		h.Set("Content-Length", fmt.Sprint(len(f.Body)))
+		w.WriteHeader(status)
+		if f.HangBody {
+			_ = http.NewResponseController(w).Flush()
+			<-r.Context().Done()
+			return
+		}
+		if r.Method != http.MethodHead {
+			_, _ = w.Write(f.Body)
+		}
+		return
+	}
+	for k, v := range f.Header {
+		w.Header()[k] = v
+	}
 	status := f.Status
 	if status == 0 {
 		status = http.StatusServiceUnavailable
@@ -427,22 +491,38 @@ type statusWriter struct {
 	s     *Server
 	rec   *Request
 	wrote bool
+	// override replaces headers of the answer (a PassThrough fault's Header).
+	override http.Header
+	// hang, when set, blocks after the header until it is closed (HangBody).
+	hang <-chan struct{}
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
+		for k, v := range w.override {
+			w.ResponseWriter.Header()[k] = v
+		}
 		w.wrote = true
 		w.s.mu.Lock()
 		w.rec.Status = code
 		w.s.mu.Unlock()
 	}
 	w.ResponseWriter.WriteHeader(code)
+	if w.hang != nil {
+		if f, ok := w.ResponseWriter.(http.Flusher); ok {
+			f.Flush()
+		}
+		<-w.hang
+	}
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
+	w.s.mu.Lock()
+	w.rec.BytesWritten += int64(len(b))
+	w.s.mu.Unlock()
 	return w.ResponseWriter.Write(b)
 }
 
@@ -482,8 +562,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		rec.Fault = true
 		s.mu.Unlock()
-		s.writeFault(sw, r, kind, f)
-		return
+		if !f.PassThrough {
+			s.writeFault(sw, r, kind, f)
+			return
+		}
+		sw.override = f.Header
+		if f.HangBody {
+			sw.hang = r.Context().Done()
+		}
 	}
 
 	if kind == Token && s.cfg.auth == authBearer {

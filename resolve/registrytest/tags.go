@@ -1,8 +1,11 @@
 package registrytest
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -91,4 +94,32 @@ func (s *Server) serveTags(w http.ResponseWriter, r *http.Request, repo string) 
 	body = append(body, '\n')
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
+}
+
+// TagsBody is a tags/list answer body listing tags as given, without checking
+// them: for a Fault.Body that serves tags no registry would accept on push.
+func TagsBody(repo string, tags ...string) []byte {
+	if tags == nil {
+		tags = []string{}
+	}
+	b, _ := json.Marshal(tagList{Name: repo, Tags: tags})
+	return append(b, '\n')
+}
+
+// GzipBomb returns a gzip stream that expands to a valid tags/list body of at
+// least expanded bytes (one tag, then that much JSON whitespace), about a
+// thousandth of that compressed, for a Fault.Body with the header
+// Content-Encoding: gzip. A client that reads it whole holds expanded bytes.
+func GzipBomb(repo string, expanded int64) []byte {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	head, _ := json.Marshal(repo)
+	fmt.Fprintf(zw, `{"name":%s,"tags":["bomb"`, head)
+	spaces := bytes.Repeat([]byte{' '}, 64<<10)
+	for n := int64(0); n < expanded; n += int64(len(spaces)) {
+		_, _ = zw.Write(spaces)
+	}
+	_, _ = io.WriteString(zw, "]}\n")
+	_ = zw.Close()
+	return buf.Bytes()
 }

@@ -1,0 +1,296 @@
+package resolve
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/sha512"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Bounds on what a registry may make the client read and wait for.
+const (
+	// DefaultMaxTagPages caps the pages of one tag list.
+	DefaultMaxTagPages = 1000
+	// DefaultMaxTags caps the tags of one tag list, all pages together.
+	DefaultMaxTags = 500_000
+	// DefaultMaxTagPageBytes caps the bytes read of one tag list page, counted
+	// after decompression.
+	DefaultMaxTagPageBytes int64 = 4 << 20
+	// DefaultResponseHeaderTimeout bounds the wait for a response's header.
+	DefaultResponseHeaderTimeout = 30 * time.Second
+	// DefaultRequestTimeout bounds one request, its body read included.
+	DefaultRequestTimeout = 60 * time.Second
+)
+
+// WithTagListLimits caps tag listing: pages per list, tags per list and bytes read
+// per page after decompression (a gzip-encoded page counts as it expands). A list
+// over a cap fails with a *TagListLimitError; no tag is chosen from the pages read.
+// A value <= 0 keeps the default (DefaultMaxTagPages, DefaultMaxTags,
+// DefaultMaxTagPageBytes).
+func WithTagListLimits(pages, tags int, pageBytes int64) RemoteOption {
+	return func(o *remoteOptions) {
+		if pages > 0 {
+			o.maxPages = pages
+		}
+		if tags > 0 {
+			o.maxTags = tags
+		}
+		if pageBytes > 0 {
+			o.maxPageBytes = pageBytes
+		}
+	}
+}
+
+// WithRequestTimeouts bounds every registry request (token, ping and retried
+// attempts included): header is the wait for the response header, overall the
+// whole request with its body read. A value <= 0 keeps the default
+// (DefaultResponseHeaderTimeout, DefaultRequestTimeout). Retries multiply the
+// bound by the retry policy's attempts (plus its waits); a request cut off by a
+// timeout is not retried.
+func WithRequestTimeouts(header, overall time.Duration) RemoteOption {
+	return func(o *remoteOptions) {
+		if header > 0 {
+			o.headerTimeout = header
+		}
+		if overall > 0 {
+			o.requestTimeout = overall
+		}
+	}
+}
+
+// TagListLimitError is a tag list the client stopped reading: over a cap, or a
+// Link back to a page already read.
+type TagListLimitError struct {
+	Registry   string // the registry as written
+	Repository string // the repository path as written
+	// Limit is what was hit: "pages", "tags", "bytes per page" or "link loop".
+	Limit string
+	Max   int64  // the cap; 0 for a link loop
+	Link  string // the repeated link, for a link loop
+}
+
+func (e *TagListLimitError) Error() string {
+	where := fmt.Sprintf("registry %s, repository %s", e.Registry, e.Repository)
+	switch e.Limit {
+	case "link loop":
+		return fmt.Sprintf("%s: tag list links back to a page already read (%s); not following it, no tag chosen", where, quoteTrunc(e.Link, 120))
+	case "bytes per page":
+		return fmt.Sprintf("%s: a tag list page is over the cap of %d bytes (after decompression); no tag chosen", where, e.Max)
+	}
+	return fmt.Sprintf("%s: tag list is over the cap of %d %s; no tag chosen", where, e.Max, e.Limit)
+}
+
+// DigestMismatchError is a registry whose Docker-Content-Digest header for a tag
+// is not the digest of the manifest bytes it serves for it.
+type DigestMismatchError struct {
+	Image   string // repository:tag as written
+	Claimed string // the header's digest
+	Actual  string // sha256 of the bytes served, when read
+	Err     error  // the failure to confirm, when no bytes were read
+}
+
+func (e *DigestMismatchError) Error() string {
+	if e.Actual != "" {
+		return fmt.Sprintf("%s: the registry's Docker-Content-Digest %s is not the digest of the manifest it serves (%s); not pinning an unverified digest",
+			e.Image, e.Claimed, e.Actual)
+	}
+	return fmt.Sprintf("%s: the registry's Docker-Content-Digest %s is not confirmed by the manifest's bytes; not pinning an unverified digest: %v",
+		e.Image, e.Claimed, e.Err)
+}
+
+func (e *DigestMismatchError) Unwrap() error { return e.Err }
+
+// TimeoutError is a registry request cut off by a timeout of WithRequestTimeouts.
+type TimeoutError struct {
+	Host  string
+	What  string // "response header" or "request"
+	After time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	if e.What == "request" {
+		return fmt.Sprintf("registry %s: request not finished within %s", e.Host, e.After)
+	}
+	return fmt.Sprintf("registry %s: no response header within %s", e.Host, e.After)
+}
+
+// Timeout marks the error as a timeout (net.Error style).
+func (e *TimeoutError) Timeout() bool { return true }
+
+// pageBytesError is a tags/list body over the per-page cap; ListTags turns it
+// into a *TagListLimitError naming the repository.
+type pageBytesError struct{ max int64 }
+
+func (e *pageBytesError) Error() string {
+	return fmt.Sprintf("tag list page over %d bytes", e.max)
+}
+
+// boundedTransport puts the timeouts on every request and the per-page byte cap
+// on tags/list bodies. It sits on top of the base transport, so it counts bytes
+// as the client reads them: a gzip body the base transport decompresses is
+// counted as it expands.
+type boundedTransport struct {
+	next         http.RoundTripper
+	header       time.Duration
+	overall      time.Duration
+	maxPageBytes int64
+}
+
+func isTagList(req *http.Request) bool {
+	return req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/tags/list")
+}
+
+func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	var overall *time.Timer
+	if t.overall > 0 {
+		overall = time.AfterFunc(t.overall, func() {
+			cancel(&TimeoutError{Host: req.URL.Host, What: "request", After: t.overall})
+		})
+	}
+	var header *time.Timer
+	if t.header > 0 {
+		header = time.AfterFunc(t.header, func() {
+			cancel(&TimeoutError{Host: req.URL.Host, What: "response header", After: t.header})
+		})
+	}
+	release := sync.OnceFunc(func() {
+		if overall != nil {
+			overall.Stop()
+		}
+		cancel(nil)
+	})
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if header != nil {
+		header.Stop()
+	}
+	if err != nil {
+		err = t.cause(req, ctx, err)
+		release()
+		return nil, err
+	}
+	b := &boundedBody{rc: resp.Body, ctx: ctx, parent: req.Context(), release: release}
+	if t.maxPageBytes > 0 && isTagList(req) {
+		b.limit = t.maxPageBytes
+	}
+	resp.Body = b
+	return resp, nil
+}
+
+// cause replaces err by the timeout that cut the request off, if one did (and
+// not the caller's own context).
+func (t *boundedTransport) cause(req *http.Request, ctx context.Context, err error) error {
+	if req.Context().Err() != nil {
+		return err
+	}
+	var te *TimeoutError
+	if c := context.Cause(ctx); c != nil && errors.As(c, &te) {
+		return te
+	}
+	return err
+}
+
+// boundedBody ends the request's timers when closed, reports a timeout as such,
+// and with a limit reads at most limit+1 bytes before failing.
+type boundedBody struct {
+	rc      io.ReadCloser
+	ctx     context.Context
+	parent  context.Context
+	release func()
+	limit   int64 // 0: none
+	read    int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.limit > 0 {
+		if b.read > b.limit {
+			return 0, &pageBytesError{max: b.limit}
+		}
+		if rest := b.limit + 1 - b.read; int64(len(p)) > rest {
+			p = p[:rest]
+		}
+	}
+	n, err := b.rc.Read(p)
+	b.read += int64(n)
+	if b.limit > 0 && b.read > b.limit {
+		return n, &pageBytesError{max: b.limit}
+	}
+	if err != nil && err != io.EOF && b.parent.Err() == nil {
+		var te *TimeoutError
+		if c := context.Cause(b.ctx); c != nil && errors.As(c, &te) {
+			err = te
+		}
+	}
+	return n, err
+}
+
+func (b *boundedBody) Close() error {
+	err := b.rc.Close()
+	b.release()
+	return err
+}
+
+// ociTagOK reports whether s matches the OCI tag grammar
+// [A-Za-z0-9_][A-Za-z0-9._-]{0,127}.
+func ociTagOK(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_':
+		case (c == '.' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// quoteTrunc quotes s for a message, cut to at most n bytes (on a rune boundary).
+func quoteTrunc(s string, n int) string {
+	if len(s) <= n {
+		return fmt.Sprintf("%q", s)
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:cut], len(s))
+}
+
+// pageKey is a tag list page's URL in a canonical form (query keys sorted), to
+// see a Link back to a page already read.
+func pageKey(u *url.URL) string {
+	c := *u
+	c.RawQuery = c.Query().Encode()
+	c.Fragment = ""
+	return c.String()
+}
+
+// digestOf is the digest of b with algorithm ("sha256" or "sha512"), "" for
+// another algorithm.
+func digestOf(b []byte, algorithm string) string {
+	switch algorithm {
+	case "sha256":
+		return fmt.Sprintf("sha256:%x", sha256.Sum256(b))
+	case "sha512":
+		return fmt.Sprintf("sha512:%x", sha512.Sum512(b))
+	}
+	return ""
+}
+
+// isDigestMismatch reports whether err is go-containerregistry's refusal of a
+// manifest fetched by digest whose bytes hash to another digest.
+func isDigestMismatch(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "does not match requested digest")
+}
