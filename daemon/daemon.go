@@ -153,6 +153,10 @@ func (d *Daemon) socketHandler() http.Handler {
 
 // Listen binds the socket and the metrics address, so that a caller learns of a
 // taken address before anything else starts. Run calls it when needed.
+//
+// The socket is mode 0600 (owner only) in a directory only the daemon's user can
+// write: who can connect is trusted, the app name it sends included (see
+// socketLimits in server.go).
 func (d *Daemon) Listen() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -164,6 +168,12 @@ func (d *Daemon) Listen() error {
 	}
 	ln, err := net.Listen("unix", d.cfg.Socket)
 	if err != nil {
+		return fmt.Errorf("socket %s: %w", d.cfg.Socket, err)
+	}
+	// Owner only. The directory is the daemon user's alone (prepareSocket), so no
+	// one else can reach the socket between its creation and this.
+	if err := os.Chmod(d.cfg.Socket, 0o600); err != nil {
+		ln.Close()
 		return fmt.Errorf("socket %s: %w", d.cfg.Socket, err)
 	}
 	if d.cfg.MetricsAddr != "" {
@@ -217,7 +227,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.Registry.Close()
 		return err
 	}
-	servers := []*http.Server{{Handler: d.socketHandler(), ReadHeaderTimeout: 10 * time.Second}}
+	servers := []*http.Server{newSocketServer(d.socketHandler())}
 	listeners := []net.Listener{d.socketLn}
 	if d.metricsLn != nil {
 		servers = append(servers, &http.Server{Handler: d.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second})
@@ -277,14 +287,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return err
 }
 
-// prepareSocket makes way for a new socket: it removes a stale socket file left by a
-// daemon that died, refuses to take over one a live daemon listens on, and creates
-// the directory.
+// prepareSocket makes way for a new socket: it creates the directory (mode 0700)
+// or refuses one that another user could replace the socket in, removes a stale
+// socket file left by a daemon that died, and refuses to take over one a live daemon
+// listens on.
 func prepareSocket(path string) error {
+	if err := checkSocketDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("socket %s: %w", path, err)
+	}
 	fi, err := os.Lstat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return os.MkdirAll(filepath.Dir(path), 0o755)
+		return nil
 	case err != nil:
 		return fmt.Errorf("socket %s: %w", path, err)
 	case fi.Mode()&os.ModeSocket == 0:

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
@@ -26,10 +28,47 @@ const (
 	maxBatchRequests = 10000
 )
 
+// Bounds of the socket's HTTP server: a caller that sends its header (ReadHeader)
+// or its whole request (Read) too slowly, or keeps a connection open with nothing to
+// ask (Idle), is disconnected; a header is at most MaxHeaderBytes. Bodies are
+// bounded by each handler (MaxBytesReader: maxBatchBytes for /v1/resolve and
+// /v1/renders, 1 MiB for /v1/generate). There is no write timeout: a render takes as
+// long as its own deadline allows, and ends early when its caller goes away (the
+// read deadline does not cut a render short: TestLongRenderNotCutByReadTimeout).
+//
+// Who may ask: the socket is mode 0600 in a directory only the daemon's user can
+// write (Listen), so only processes of that user in the pod (the CMP sidecar's
+// generate) can connect. What they send is trusted as Argo CD gave it to them, the
+// app name (ARGOCD_APP_NAME) included: it scopes registries and names the app whose
+// renders are remembered and pinned; nothing authenticates it beyond the socket.
+var socketLimits = struct {
+	ReadHeader     time.Duration // request line and headers
+	Read           time.Duration // the whole request, headers and body
+	Idle           time.Duration // between two requests on a kept-alive connection
+	MaxHeaderBytes int
+}{
+	ReadHeader:     5 * time.Second,
+	Read:           30 * time.Second,
+	Idle:           60 * time.Second,
+	MaxHeaderBytes: 64 << 10,
+}
+
+// newSocketServer is the HTTP server of the socket API, bounded by socketLimits.
+func newSocketServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: socketLimits.ReadHeader,
+		ReadTimeout:       socketLimits.Read,
+		IdleTimeout:       socketLimits.Idle,
+		MaxHeaderBytes:    socketLimits.MaxHeaderBytes,
+	}
+}
+
 // BatchRequest is the body of POST /v1/resolve.
 type BatchRequest struct {
 	// App names the application the render is for (e.g. namespace/name); logged,
-	// never a metric label.
+	// never a metric label. It is trusted from the caller in the same pod (see
+	// socketLimits).
 	App      string            `json:"app"`
 	Requests []resolve.Request `json:"requests"`
 }
@@ -136,4 +175,32 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// checkSocketDir creates dir (0700) when missing, and refuses one that is writable
+// by group or others without the sticky bit, or owned by another user than this one
+// or root: there, another user could remove the socket and put their own in its
+// place. A sticky world-writable directory such as /tmp (the default) is fine: only
+// the socket's owner can remove or rename it.
+func checkSocketDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		return os.Chmod(dir, 0o700) // whatever the umask
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
+		return fmt.Errorf("directory %s is writable by other users (mode %s): another user could replace the socket; use a directory only this user can write (mode 0700 or 0755), or one with the sticky bit such as /tmp", dir, fi.Mode().Perm())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Getuid() {
+		return fmt.Errorf("directory %s belongs to user %d, not to this user (%d) or root: it could replace the socket", dir, st.Uid, os.Getuid())
+	}
+	return nil
 }

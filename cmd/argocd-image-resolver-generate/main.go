@@ -4,6 +4,11 @@
 // a render does not pay their start-up. If the daemon cannot render, it runs
 // `argocd-image-resolver generate` in its place, which renders in-process (and says
 // on stderr that the daemon was unreachable).
+//
+// The whole call to the daemon has a deadline, $IMAGE_RESOLVER_DELEGATE_TIMEOUT
+// (default 50s, below Argo CD's 90s exec timeout): a daemon that accepts the
+// connection and never answers costs that, then the render runs in-process, after
+// one line on stderr.
 package main
 
 import (
@@ -22,11 +27,15 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	timeout, terr := delegate.TimeoutFromEnv()
+	if terr != nil {
+		fmt.Fprintf(os.Stderr, "argocd-image-resolver-generate: %v\n", terr)
+	}
 	dir, err := os.Getwd()
 	if err == nil {
 		var resp *delegate.Response
-		resp, err = delegate.Call(ctx, delegate.SocketFromEnv(),
-			delegate.Request{Dir: dir, Environ: delegate.RenderEnviron(os.Environ())})
+		resp, err = delegate.CallWithin(ctx, delegate.SocketFromEnv(),
+			delegate.Request{Dir: dir, Environ: delegate.RenderEnviron(os.Environ())}, timeout)
 		if err == nil {
 			os.Stdout.Write(resp.Stdout)
 			os.Stderr.WriteString(resp.Stderr)
@@ -42,12 +51,22 @@ func main() {
 		fmt.Fprintf(os.Stderr, "argocd-image-resolver-generate: %v; and %v\n", err, lerr)
 		os.Exit(1)
 	}
+	if errors.Is(err, delegate.ErrUnavailable) && !isAbsent(err) {
+		// A daemon that is there but did not render: say so; the in-process render
+		// says the rest. (No socket at all is the ordinary case of no daemon.)
+		fmt.Fprintf(os.Stderr, "argocd-image-resolver-generate: %v; rendering in-process\n", err)
+	}
 	// Replace this process: same stdio, environment, directory and process group, so
 	// Argo CD's deadline handling applies to the render as before.
 	if err := syscall.Exec(full, []string{"argocd-image-resolver", "generate"}, os.Environ()); err != nil {
 		fmt.Fprintf(os.Stderr, "argocd-image-resolver-generate: run %s: %v\n", full, err)
 		os.Exit(1)
 	}
+}
+
+// isAbsent reports whether err is only that no daemon listens on the socket.
+func isAbsent(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // fullBinary finds argocd-image-resolver next to this executable, else on PATH.

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
+)
+
+var thinBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "air-thin")
+	if err != nil {
+		panic(err)
+	}
+	thinBinary = filepath.Join(dir, "argocd-image-resolver-generate")
+	if log, err := exec.Command("go", "build", "-o", thinBinary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, log)
+		os.Exit(1)
+	}
+	// The fallback: a stand-in for argocd-image-resolver next to the thin binary, which
+	// says how it was run.
+	fake := "#!/bin/sh\necho \"fallback ran: $*\"\necho 'fallback stderr' >&2\n"
+	if err := os.WriteFile(filepath.Join(dir, "argocd-image-resolver"), []byte(fake), 0o755); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// silentDaemon listens on a unix socket, accepts every connection, reads what it is
+// sent and never answers.
+func silentDaemon(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "air-sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "d.sock")
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			go func() { _, _ = c.Read(make([]byte, 1<<16)) }()
+		}
+	}()
+	return socket
+}
+
+func runThin(t *testing.T, env ...string) (stdout, stderr string, took time.Duration, code int) {
+	t.Helper()
+	cmd := exec.Command(thinBinary)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		took = time.Since(start)
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("thin client still running after 30s; stderr:\n%s", errb.String())
+	}
+	return out.String(), errb.String(), took, code
+}
+
+// A daemon that accepts and never answers costs the delegate deadline, then the
+// render runs in-process, said on stderr.
+func TestSilentDaemonFallsBackAtDeadline(t *testing.T) {
+	socket := silentDaemon(t)
+	stdout, stderr, took, code := runThin(t, delegate.SocketEnv+"="+socket, delegate.TimeoutEnv+"=1s")
+	if code != 0 {
+		t.Errorf("exit %d; stderr:\n%s", code, stderr)
+	}
+	if stdout != "fallback ran: generate\n" {
+		t.Errorf("stdout = %q, want the fallback's", stdout)
+	}
+	for _, want := range []string{"no answer within 1s", delegate.TimeoutEnv, "rendering in-process", "fallback stderr"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, stderr)
+		}
+	}
+	if took < time.Second || took > 4*time.Second {
+		t.Errorf("took %s, want the 1s deadline and a few seconds at most", took)
+	}
+}
+
+// No daemon at all: straight to the fallback, which says the rest itself.
+func TestNoDaemonFallsBackAtOnce(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "none.sock")
+	stdout, stderr, took, code := runThin(t, delegate.SocketEnv+"="+socket)
+	if code != 0 || stdout != "fallback ran: generate\n" {
+		t.Errorf("exit %d, stdout %q; stderr:\n%s", code, stdout, stderr)
+	}
+	if strings.Contains(stderr, "rendering in-process") {
+		t.Errorf("an absent daemon is not news:\n%s", stderr)
+	}
+	if took > 3*time.Second {
+		t.Errorf("took %s", took)
+	}
+}
+
+// A bad deadline is said and the default used.
+func TestBadTimeoutEnv(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "none.sock")
+	_, stderr, _, code := runThin(t, delegate.SocketEnv+"="+socket, delegate.TimeoutEnv+"=soon")
+	if code != 0 || !strings.Contains(stderr, `IMAGE_RESOLVER_DELEGATE_TIMEOUT="soon" is not a positive duration`) {
+		t.Errorf("exit %d; stderr:\n%s", code, stderr)
+	}
+}

@@ -1,0 +1,269 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// withSocketLimits sets the socket server's bounds for one (serial) test.
+func withSocketLimits(t *testing.T, header, read, idle time.Duration) {
+	t.Helper()
+	old := socketLimits
+	socketLimits.ReadHeader, socketLimits.Read, socketLimits.Idle = header, read, idle
+	t.Cleanup(func() { socketLimits = old })
+}
+
+// serveSocket serves h with the socket API's server on a fresh unix socket.
+func serveSocket(t *testing.T, h http.Handler) string {
+	t.Helper()
+	socket := socketPath(t)
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newSocketServer(h)
+	go srv.Serve(ln) //nolint:errcheck // ErrServerClosed
+	t.Cleanup(func() { srv.Close() })
+	return socket
+}
+
+func dialSocket(t *testing.T, socket string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// closedWithin waits for the server to close c (a read that ends), while trickle,
+// if not nil, keeps sending one byte per tick. It returns what was read.
+func closedWithin(t *testing.T, c net.Conn, d time.Duration, trickle []byte) (string, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	stop := make(chan struct{})
+	defer close(stop)
+	if trickle != nil {
+		go func() {
+			for _, b := range trickle {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				if _, err := c.Write([]byte{b}); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	got, err := io.ReadAll(c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("connection still open after %s (read %q)", d, got)
+	}
+	return string(got), time.Since(start)
+}
+
+var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	w.Write(b)
+})
+
+// A client sending its header a byte at a time cannot hold the connection past the
+// header timeout.
+func TestSlowHeaderDisconnected(t *testing.T) {
+	withSocketLimits(t, 300*time.Millisecond, 5*time.Second, 5*time.Second)
+	c := dialSocket(t, serveSocket(t, okHandler))
+	header := []byte("POST /v1/generate HTTP/1.1\r\nHost: d\r\nX-Slow: " + strings.Repeat("a", 200))
+	_, took := closedWithin(t, c, 3*time.Second, header)
+	if took > 1500*time.Millisecond {
+		t.Errorf("closed after %s, want about the 300ms header timeout", took)
+	}
+}
+
+// A client sending its body a byte at a time is disconnected at the read timeout:
+// the daemon's own handler answers the broken body 400 and closes.
+func TestSlowBodyDisconnected(t *testing.T) {
+	withSocketLimits(t, 300*time.Millisecond, 500*time.Millisecond, time.Second)
+	d, _ := startDaemon(t, testConfig())
+	for _, path := range []string{"/v1/generate", PathResolve, PathRenders} {
+		c := dialSocket(t, d.cfg.Socket)
+		if _, err := io.WriteString(c, "POST "+path+" HTTP/1.1\r\nHost: d\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
+		got, took := closedWithin(t, c, 3*time.Second, []byte(strings.Repeat(" ", 200)))
+		if !strings.HasPrefix(got, "HTTP/1.1 400") || !strings.Contains(got, "timeout") {
+			t.Errorf("%s: answer %q, want 400 naming the timeout", path, got)
+		}
+		if took > 1500*time.Millisecond {
+			t.Errorf("%s: closed after %s, want about the 500ms read timeout", path, took)
+		}
+	}
+}
+
+// A kept-alive connection with nothing to ask is closed at the idle timeout.
+func TestIdleConnectionClosed(t *testing.T) {
+	withSocketLimits(t, time.Second, time.Second, 300*time.Millisecond)
+	c := dialSocket(t, serveSocket(t, okHandler))
+	if _, err := io.WriteString(c, "GET /v1/health HTTP/1.1\r\nHost: d\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("first request: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if _, took := closedWithin(t, c, 3*time.Second, nil); took > 1500*time.Millisecond {
+		t.Errorf("idle connection closed after %s, want about 300ms", took)
+	}
+}
+
+// Headers past MaxHeaderBytes are refused (431); bodies past each path's limit are
+// refused (400 or 413) without being read whole.
+func TestHeaderAndBodyBounded(t *testing.T) {
+	d, _ := startDaemon(t, testConfig())
+	c := dialSocket(t, d.cfg.Socket)
+	big := strings.Repeat("a", socketLimits.MaxHeaderBytes+8192)
+	go io.WriteString(c, "GET /v1/health HTTP/1.1\r\nHost: d\r\nX-Big: "+big+"\r\n\r\n") //nolint:errcheck
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("big header: %v, %v; want 431", resp, err)
+	}
+
+	hc := unixHTTP(d.cfg.Socket)
+	for _, tt := range []struct {
+		path   string
+		size   int
+		status int
+	}{
+		{"/v1/generate", 1<<20 + 1, http.StatusBadRequest},
+		{PathResolve, maxBatchBytes + 1, http.StatusRequestEntityTooLarge},
+		{PathRenders, maxBatchBytes + 1, http.StatusBadRequest},
+	} {
+		body := `{"x":"` + strings.Repeat("a", tt.size) + `"}`
+		r, err := hc.Post("http://d"+tt.path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if r.StatusCode != tt.status || !strings.Contains(string(msg), "too large") {
+			t.Errorf("%s with %d bytes: %s %q, want %d saying too large", tt.path, len(body), r.Status, msg, tt.status)
+		}
+	}
+}
+
+// The read timeout bounds reading the request, not the render: a handler that runs
+// past it keeps its context, and loses it when its caller goes away.
+func TestLongRenderNotCutByReadTimeout(t *testing.T) {
+	withSocketLimits(t, 100*time.Millisecond, 200*time.Millisecond, time.Second)
+	ctxErr := make(chan error, 1)
+	socket := serveSocket(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body) //nolint:errcheck
+		select {
+		case <-r.Context().Done():
+			ctxErr <- r.Context().Err()
+		case <-time.After(800 * time.Millisecond):
+			ctxErr <- nil
+			io.WriteString(w, "rendered") //nolint:errcheck
+		}
+	}))
+	r, err := unixHTTP(socket).Post("http://d/v1/generate", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err := <-ctxErr; err != nil || string(b) != "rendered" {
+		t.Errorf("render cut short: ctx %v, answer %q", err, b)
+	}
+
+	// A caller that goes away cancels the render.
+	c := dialSocket(t, socket)
+	io.WriteString(c, "POST /v1/generate HTTP/1.1\r\nHost: d\r\nContent-Length: 2\r\n\r\n{}") //nolint:errcheck
+	time.Sleep(100 * time.Millisecond)
+	c.Close()
+	if err := <-ctxErr; !errors.Is(err, context.Canceled) {
+		t.Errorf("render of a caller gone: ctx %v, want cancelled", err)
+	}
+}
+
+func unixHTTP(socket string) *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		},
+	}}
+}
+
+// The daemon's socket is owner-only, in a directory it creates owner-only.
+func TestSocketOwnerOnly(t *testing.T) {
+	cfg := testConfig()
+	cfg.Socket = filepath.Join(shortTempDir(t), "run", "d.sock")
+	startDaemon(t, cfg)
+	fi, err := os.Stat(cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode %s, want a socket of mode 0600", fi.Mode())
+	}
+	di, err := os.Stat(filepath.Dir(cfg.Socket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if di.Mode().Perm() != 0o700 {
+		t.Errorf("created directory mode %s, want 0700", di.Mode().Perm())
+	}
+}
+
+// A directory others can write without the sticky bit is refused; a sticky one
+// (like /tmp) is fine.
+func TestSocketDirectoryChecked(t *testing.T) {
+	for _, tt := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{
+		{0o700, true}, {0o755, true}, {0o777 | os.ModeSticky, true},
+		{0o777, false}, {0o770, false}, {0o703, false},
+	} {
+		dir := shortTempDir(t)
+		if err := os.Chmod(dir, tt.mode); err != nil {
+			t.Fatal(err)
+		}
+		err := prepareSocket(filepath.Join(dir, "d.sock"))
+		if tt.ok && err != nil {
+			t.Errorf("mode %s: %v", tt.mode, err)
+		}
+		if !tt.ok && (err == nil || !strings.Contains(err.Error(), "writable by other users")) {
+			t.Errorf("mode %s: %v, want a refusal", tt.mode, err)
+		}
+	}
+	// The daemon says so when it starts.
+	dir := shortTempDir(t)
+	os.Chmod(dir, 0o777) //nolint:errcheck
+	cfg := testConfig()
+	cfg.Socket = filepath.Join(dir, "d.sock")
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "writable by other users") {
+		t.Errorf("Run in a world-writable directory: %v", err)
+	}
+	if _, err := os.Lstat(cfg.Socket); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket created anyway: %v", err)
+	}
+}
