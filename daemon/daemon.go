@@ -145,7 +145,7 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 func (d *Daemon) socketHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", d.Server.Handler())
-	settings := pipeline.Settings{ExtraImagePaths: d.cfg.ExtraImagePaths, DefaultPlatforms: d.cfg.DefaultPlatforms}
+	settings := d.cfg.PipelineSettings()
 	mux.Handle("POST "+delegate.Path, GenerateHandler(pipeline.New(d.Resolver, settings), d.afterRender, d.log))
 	mux.HandleFunc("POST "+PathRenders, d.serveRenders)
 	return mux
