@@ -229,7 +229,7 @@ func NewLimiter(limits []RateLimit, concurrency int, m *Metrics) *Limiter {
 		now: time.Now, sleep: sleepCtx,
 		buckets: map[string]*rate.Limiter{}, hosts: map[string]*hostState{},
 		pauses: map[pauseKey]time.Time{}, pausedHosts: map[string]bool{}}
-	m.addPauseSource(l.pausedSeconds)
+	m.addPauseSource(l)
 	for _, rl := range limits {
 		if rl.Registry == AnyRegistry {
 			l.any = &rl

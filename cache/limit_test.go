@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -556,3 +557,23 @@ var (
 	errTLS     = errors.New(`http: server gave HTTP response to HTTPS client`)
 	errRefused = errors.New("dial tcp 10.0.0.5:5000: connect: connection refused")
 )
+
+// Limiters that are gone (a configuration reloaded) leave the gauge: the Metrics
+// do not keep them.
+func TestPausedSecondsForgetsDroppedLimiters(t *testing.T) {
+	m := NewMetrics()
+	for range 100 {
+		lim := NewLimiter(nil, 0, m)
+		lim.pause(pauseKey{host: "registry.test"}, time.Now().Add(time.Hour))
+	}
+	runtime.GC()
+	if _, err := m.Registry.Gather(); err != nil {
+		t.Fatal(err)
+	}
+	m.paused.mu.Lock()
+	n := len(m.paused.sources)
+	m.paused.mu.Unlock()
+	if n > 10 {
+		t.Errorf("%d limiters kept after they were dropped", n)
+	}
+}

@@ -2,7 +2,9 @@ package cache
 
 import (
 	"net/http"
+	"slices"
 	"sync"
+	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -135,14 +137,14 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 type pauseCollector struct {
 	desc    *prometheus.Desc
 	mu      sync.Mutex
-	sources []func() map[string]float64
+	sources []weak.Pointer[Limiter] // a Limiter no longer used is dropped
 }
 
 // addPauseSource adds a Limiter's pauses (seconds left by registry host) to the
 // ratelimit_paused_seconds gauge.
-func (m *Metrics) addPauseSource(f func() map[string]float64) {
+func (m *Metrics) addPauseSource(l *Limiter) {
 	m.paused.mu.Lock()
-	m.paused.sources = append(m.paused.sources, f)
+	m.paused.sources = append(m.paused.sources, weak.Make(l))
 	m.paused.mu.Unlock()
 }
 
@@ -150,11 +152,17 @@ func (c *pauseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *pauseCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	sources := append([]func() map[string]float64(nil), c.sources...)
+	c.sources = slices.DeleteFunc(c.sources, func(p weak.Pointer[Limiter]) bool { return p.Value() == nil })
+	var limiters []*Limiter
+	for _, p := range c.sources {
+		if l := p.Value(); l != nil {
+			limiters = append(limiters, l)
+		}
+	}
 	c.mu.Unlock()
 	all := map[string]float64{}
-	for _, f := range sources {
-		for h, d := range f() {
+	for _, l := range limiters {
+		for h, d := range l.pausedSeconds() {
 			if cur, ok := all[h]; !ok || d > cur {
 				all[h] = d
 			}
