@@ -347,3 +347,31 @@ func TestRequestTimeouts(t *testing.T) {
 		})
 	}
 }
+
+// Confirming a HEAD's digest costs one GET by digest, only when pinning.
+func TestPinnedDigestConfirmationCost(t *testing.T) {
+	for _, tt := range []struct {
+		spec         resolve.PolicySpec
+		heads, gets  int
+		wantPinnedTo bool
+	}{
+		{resolve.PolicySpec{}, 1, 0, false},
+		{resolve.PolicySpec{PinDigest: true}, 1, 1, true},
+		{resolve.PolicySpec{Strategy: "digest", Constraint: "1.1.0"}, 1, 1, true},
+	} {
+		s := rt.New(t)
+		pushTags(t, s, "app", "1.0.0", "1.1.0")
+		s.ResetCounts()
+		res, err := boundedResolve(t, newResolver(t), s, "app", tt.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := s.Counts()
+		if c[rt.ManifestHead] != tt.heads || c[rt.ManifestGet] != tt.gets || res.Pinned != tt.wantPinnedTo {
+			t.Errorf("%+v: counts %v, pinned %v; want %d HEAD, %d GET", tt.spec, c, res.Pinned, tt.heads, tt.gets)
+		}
+		if res.Digest != s.Digest(t, "app", "1.1.0") {
+			t.Errorf("%+v: digest %s", tt.spec, res.Digest)
+		}
+	}
+}

@@ -683,3 +683,78 @@ repositories:
 	}
 	var _ v1.Image = img
 }
+
+func TestHostileFaults(t *testing.T) {
+	s := registrytest.New(t)
+	s.Push(t, "app", "1.0.0", registrytest.Image(t0, "linux/amd64"))
+
+	t.Run("PassThrough replaces headers of the real answer", func(t *testing.T) {
+		lie := "sha256:" + strings.Repeat("a", 64)
+		s.Inject(registrytest.Fault{Kind: registrytest.ManifestHead, PassThrough: true, Times: 1,
+			Header: http.Header{"Docker-Content-Digest": {lie}}})
+		req, _ := http.NewRequest(http.MethodHead, s.URL+"/v2/app/manifests/1.0.0", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Docker-Content-Digest") != lie {
+			t.Fatalf("HEAD: %d, digest %q", resp.StatusCode, resp.Header.Get("Docker-Content-Digest"))
+		}
+	})
+
+	t.Run("Body with TagsBody, counted in BytesWritten", func(t *testing.T) {
+		body := registrytest.TagsBody("app", "ok", "../../x", "a\nb")
+		s.Inject(registrytest.Fault{Kind: registrytest.Tags, Body: body, Times: 1})
+		s.ResetCounts()
+		resp, b := get(t, s.URL+"/v2/app/tags/list", nil)
+		var l struct{ Tags []string }
+		if err := json.Unmarshal(b, &l); err != nil || resp.StatusCode != 200 || len(l.Tags) != 3 || l.Tags[2] != "a\nb" {
+			t.Fatalf("tags: %d %s %v", resp.StatusCode, b, err)
+		}
+		if r := s.Requests(); len(r) != 1 || !r[0].Fault || r[0].BytesWritten != int64(len(body)) {
+			t.Fatalf("requests = %+v, want one faulted with %d bytes written", r, len(body))
+		}
+	})
+
+	t.Run("GzipBomb expands to a valid tag list", func(t *testing.T) {
+		bomb := registrytest.GzipBomb("app", 8<<20)
+		s.Inject(registrytest.Fault{Kind: registrytest.Tags, Body: bomb, Times: 1,
+			Header: http.Header{"Content-Encoding": {"gzip"}}})
+		resp, b := get(t, s.URL+"/v2/app/tags/list", nil) // net/http decompresses
+		var l struct{ Tags []string }
+		if err := json.Unmarshal(b, &l); err != nil || len(b) < 8<<20 || len(l.Tags) != 1 || len(bomb) > 16<<10 {
+			t.Fatalf("bomb: %d, %d bytes compressed, %d expanded, %v", resp.StatusCode, len(bomb), len(b), err)
+		}
+	})
+
+	t.Run("Hang and HangBody hold until the client goes away", func(t *testing.T) {
+		for _, f := range []registrytest.Fault{
+			{Kind: registrytest.Tags, Hang: true, Times: 1},
+			{Kind: registrytest.Tags, Body: registrytest.TagsBody("app"), HangBody: true, Times: 1},
+			{Kind: registrytest.ManifestGet, PassThrough: true, HangBody: true, Times: 1},
+		} {
+			s.Inject(f)
+			path := "/v2/app/tags/list"
+			if f.Kind == registrytest.ManifestGet {
+				path = "/v2/app/manifests/1.0.0"
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path, nil)
+			start := time.Now()
+			resp, err := http.DefaultClient.Do(req)
+			gotHeader := err == nil
+			if err == nil {
+				_, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+				t.Fatalf("%+v: %v after %v", f, err, time.Since(start))
+			}
+			if gotHeader != (f.HangBody) {
+				t.Errorf("%+v: header received = %v", f, gotHeader)
+			}
+		}
+	})
+}
