@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
@@ -374,4 +376,46 @@ func TestPinnedDigestConfirmationCost(t *testing.T) {
 			t.Errorf("%+v: digest %s", tt.spec, res.Digest)
 		}
 	}
+}
+
+// The daemon's path: the same checks hold behind the cache (cache.Registry over
+// a Remote without memo).
+func TestBoundsBehindTheCache(t *testing.T) {
+	newCached := func(t *testing.T, opts ...resolve.RemoteOption) *resolve.Resolver {
+		reg, err := resolve.NewRemote(append([]resolve.RemoteOption{resolve.WithRetry(fastRetry),
+			resolve.WithKeychain(authn.NewMultiKeychain()), resolve.WithoutMemo()}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resolve.NewResolver(cache.NewRegistry(reg))
+	}
+	t.Run("lying HEAD", func(t *testing.T) {
+		s := rt.New(t)
+		pushTags(t, s, "app", "1.0.0", "1.1.0")
+		s.Inject(rt.Fault{Kind: rt.ManifestHead, PassThrough: true,
+			Header: http.Header{"Docker-Content-Digest": {"sha256:" + strings.Repeat("b", 64)}}})
+		_, err := boundedResolve(t, newCached(t), s, "app", resolve.PolicySpec{PinDigest: true})
+		var dm *resolve.DigestMismatchError
+		if !errors.As(err, &dm) {
+			t.Fatalf("error = %v (%T), want a *DigestMismatchError", err, err)
+		}
+	})
+	t.Run("gzip bomb", func(t *testing.T) {
+		s := rt.New(t)
+		s.Inject(rt.Fault{Kind: rt.Tags, Body: rt.GzipBomb("app", 16<<20), Header: http.Header{"Content-Encoding": {"gzip"}}})
+		_, err := boundedResolve(t, newCached(t, resolve.WithTagListLimits(0, 0, 1<<20)), s, "app", resolve.PolicySpec{})
+		var le *resolve.TagListLimitError
+		if !errors.As(err, &le) || le.Limit != "bytes per page" {
+			t.Fatalf("error = %v (%T), want a *TagListLimitError on bytes per page", err, err)
+		}
+	})
+	t.Run("invalid tags", func(t *testing.T) {
+		s := rt.New(t)
+		pushTags(t, s, "app", "1.0.0")
+		s.Inject(rt.Fault{Kind: rt.Tags, Body: rt.TagsBody("app", "1.0.0", "9.9.9+x")})
+		res, err := boundedResolve(t, newCached(t), s, "app", resolve.PolicySpec{})
+		if err != nil || res.Tag != "1.0.0" || res.InvalidTags != 1 {
+			t.Fatalf("Resolve = %+v, %v; want 1.0.0 with 1 invalid tag", res, err)
+		}
+	})
 }
