@@ -181,6 +181,11 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if t.maxPageBytes > 0 && isTagList(req) {
 		b.limit = t.maxPageBytes
 	}
+	if resp.StatusCode >= 400 {
+		// An error body only feeds a message (go-containerregistry reads it whole):
+		// what follows the first maxErrorBody bytes is not read.
+		b.truncate = maxErrorBody
+	}
 	resp.Body = b
 	return resp, nil
 }
@@ -207,9 +212,22 @@ type boundedBody struct {
 	release func()
 	limit   int64 // 0: none
 	read    int64
+	// truncate, when > 0, ends the body (io.EOF) after that many bytes.
+	truncate int64
 }
 
+// maxErrorBody is how much of an error answer's body is read.
+const maxErrorBody = 64 << 10
+
 func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.truncate > 0 {
+		if b.read >= b.truncate {
+			return 0, io.EOF
+		}
+		if rest := b.truncate - b.read; int64(len(p)) > rest {
+			p = p[:rest]
+		}
+	}
 	if b.limit > 0 {
 		if b.read > b.limit {
 			return 0, &pageBytesError{max: b.limit}

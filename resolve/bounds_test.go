@@ -419,3 +419,22 @@ func TestBoundsBehindTheCache(t *testing.T) {
 		}
 	})
 }
+
+// An error answer's body is read up to 64 KiB, whatever its size, and the error
+// still says the registry's status (go-containerregistry alone fails with "body
+// exceeds 65536 byte limit", losing the 502).
+func TestErrorBodyBounded(t *testing.T) {
+	s := rt.New(t)
+	big := []byte(`{"errors":[{"code":"UNKNOWN","message":"` + strings.Repeat("x", 32<<20) + `"}]}`)
+	s.Inject(rt.Fault{Kind: rt.Tags, Status: http.StatusBadGateway, Body: big})
+	var read tagBytes
+	r := newResolver(t, resolve.WithTransportWrapper(read.wrap))
+	_, err := boundedResolve(t, r, s, "app", resolve.PolicySpec{})
+	t.Logf("read %d bytes of %d-byte error bodies over %d tries; message %d bytes: %.200v", read.n.Load(), len(big), s.Count(rt.Tags), len(fmt.Sprint(err)), err)
+	if err == nil || !strings.Contains(err.Error(), "502") {
+		t.Fatalf("error = %v, want the 502", err)
+	}
+	if max := int64(s.Count(rt.Tags)) * (64<<10 + 4096); read.n.Load() > max {
+		t.Errorf("read %d bytes of error bodies, want at most %d (64 KiB per try)", read.n.Load(), max)
+	}
+}
