@@ -76,7 +76,7 @@ func TestRegistryErrorBodyIsRedacted(t *testing.T) {
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
 
-	reg, err := resolve.NewRemote(resolve.WithTransport(resolve.DefaultRedactor.Transport(http.DefaultTransport)),
+	reg, err := resolve.NewRemote(resolve.WithTransport(http.DefaultTransport), /* NewRemote registers what it sends */
 		resolve.WithKeychain(redactKeychain{user, pass}), resolve.WithRetry(resolve.RetryPolicy{Attempts: 1}))
 	if err != nil {
 		t.Fatal(err)

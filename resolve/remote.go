@@ -177,6 +177,9 @@ func NewRemote(opts ...RemoteOption) (*Remote, error) {
 	if o.wrap != nil {
 		base = o.wrap(base)
 	}
+	// Every credential sent (Basic, and the Bearer tokens registries hand out) is
+	// registered, so that registry text quoting it is redacted before it is shown.
+	base = DefaultRedactor.Transport(base)
 	// Bounds below retries: each attempt has its own timeouts and page cap.
 	base = &boundedTransport{next: base, header: o.headerTimeout, overall: o.requestTimeout, maxPageBytes: o.maxPageBytes}
 	rt := &retryTransport{next: base, policy: o.retry}
@@ -281,7 +284,8 @@ func (k originKeychain) ResolveContext(ctx context.Context, target authn.Resourc
 	if origin, ok := originFrom(ctx); ok && k.r.creds != nil && k.r.creds.CredentialSource(origin) != "" {
 		target = origin
 	}
-	return authn.Resolve(ctx, k.r.o.keychain, target)
+	a, err := authn.Resolve(ctx, k.r.o.keychain, target)
+	return DefaultRedactor.Authenticator(a), err
 }
 
 // newBaseTransport is the HTTP transport below retries and auth. TLS verification is
