@@ -37,6 +37,8 @@ func (c Config) NewRemote(m *cache.Metrics, log *slog.Logger, opts ...resolve.Re
 		resolve.WithRegistries(c.Registries),
 		resolve.WithKeychain(kc),
 		resolve.WithTransportWrapper(limiter.Wrap),
+		resolve.WithTagListLimits(c.TagListMaxPages, c.TagListMaxTags, c.TagListMaxPageSize),
+		resolve.WithRequestTimeouts(c.RequestHeaderTimeout, c.RequestTimeout),
 	}
 	remote, err := resolve.NewRemote(append(base, opts...)...)
 	if err != nil {

@@ -75,3 +75,30 @@ func TestDirectResolverCredentials(t *testing.T) {
 		t.Errorf("missing registries file: %v", err)
 	}
 }
+
+// TestTagListCapFromConfig: the tag list caps of the configuration reach the
+// registry client: 5 tags one per page with tagListMaxPages 2 fail, naming the cap.
+func TestTagListCapFromConfig(t *testing.T) {
+	s := rt.New(t, rt.WithPageSize(1))
+	for _, tag := range []string{"1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0"} {
+		s.Push(t, "app", tag, rt.Image(time.Unix(0, 0), "linux/amd64", rt.WithSeed(tag)))
+	}
+	c, err := Load(func(k string) (string, bool) {
+		v, ok := map[string]string{"IMAGE_RESOLVER_TAG_LIST_MAX_PAGES": "2"}[k]
+		return v, ok
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolver, err := c.NewDirectResolver(nil, resolve.WithRetry(resolve.RetryPolicy{Attempts: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := resolver.ResolveBatch(context.Background(), "", []resolve.Request{{Image: s.Ref("app")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(a[0].Error, "over the cap of 2 pages") || a[0].Result != nil && a[0].Result.Tag != "" {
+		t.Errorf("answer %+v", a[0])
+	}
+}

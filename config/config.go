@@ -90,6 +90,14 @@ type Config struct {
 	// Argo CD's 90s exec timeout for a plugin, so that a render that cannot finish
 	// says why instead of being killed.
 	RenderTimeout time.Duration
+
+	// Bounds of registry answers: tag list pages, tags and bytes per page (after
+	// decompression), and per request the time to the response header and overall.
+	TagListMaxPages      int
+	TagListMaxTags       int
+	TagListMaxPageSize   int64
+	RequestHeaderTimeout time.Duration
+	RequestTimeout       time.Duration
 }
 
 // DefaultRenderTimeout leaves the in-process fallback and Argo CD's own work room
@@ -132,6 +140,11 @@ func DefaultConfig() Config {
 		ForgetAfter:           DefaultForgetAfter,
 		MaxTrackedApps:        DefaultMaxTrackedApps,
 		RenderTimeout:         DefaultRenderTimeout,
+		TagListMaxPages:       resolve.DefaultMaxTagPages,
+		TagListMaxTags:        resolve.DefaultMaxTags,
+		TagListMaxPageSize:    resolve.DefaultMaxTagPageBytes,
+		RequestHeaderTimeout:  resolve.DefaultResponseHeaderTimeout,
+		RequestTimeout:        resolve.DefaultRequestTimeout,
 	}
 }
 
@@ -181,6 +194,20 @@ func durationSetting(key, env, flag, usage string, field func(*Config) *time.Dur
 			return nil
 		},
 		get: func(c *Config) string { return formatDuration(*field(c)) },
+	}
+}
+
+func intSetting(key, env, flag, usage string, field func(*Config) *int) Setting {
+	return Setting{Key: key, Env: env, Flag: flag, Usage: usage, Type: "int",
+		set: func(c *Config, v string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 1 {
+				return &resolve.InputError{Value: v, Accepted: "a whole number, at least 1"}
+			}
+			*field(c) = n
+			return nil
+		},
+		get: func(c *Config) string { return strconv.Itoa(*field(c)) },
 	}
 }
 
@@ -234,6 +261,11 @@ defaultPlatforms: [linux/amd64]        # when neither policy nor workload names 
 extraImagePaths:                       # image fields of custom resources (default: none)
   - Workflow.argoproj.io:spec.templates[].container.image
 renderTimeout: 45s                     # bound on one render (Argo CD kills a plugin after 90s)
+tagListMaxPages: 1000                  # bounds of registry answers: a cap fails the resolution, naming it
+tagListMaxTags: 500000
+tagListMaxPageSize: 4MiB
+requestHeaderTimeout: 30s
+requestTimeout: 1m
 refresh: hard                          # when an app's resolution changes: hard (ask Argo CD to render it again) or off
 refreshInterval: 3m                    # at most one refresh per app in this time
 controlPlaneNamespace: argocd          # namespace of Applications named without one
@@ -399,6 +431,16 @@ func Settings() []Setting {
 			get: func(c *Config) string { return c.ControlPlaneNamespace }},
 		durationSetting("renderTimeout", "IMAGE_RESOLVER_RENDER_TIMEOUT", "render-timeout", "bound on one render, resolution included (below Argo CD's 90s plugin timeout)",
 			func(c *Config) *time.Duration { return &c.RenderTimeout }, time.Second),
+		intSetting("tagListMaxPages", "IMAGE_RESOLVER_TAG_LIST_MAX_PAGES", "tag-list-max-pages", "tag list pages read at most per repository (then the resolution fails, naming the cap)",
+			func(c *Config) *int { return &c.TagListMaxPages }),
+		intSetting("tagListMaxTags", "IMAGE_RESOLVER_TAG_LIST_MAX_TAGS", "tag-list-max-tags", "tags read at most per repository",
+			func(c *Config) *int { return &c.TagListMaxTags }),
+		sizeSetting("tagListMaxPageSize", "IMAGE_RESOLVER_TAG_LIST_MAX_PAGE_SIZE", "tag-list-max-page-size", "bytes of one tag list page at most, after decompression",
+			func(c *Config) *int64 { return &c.TagListMaxPageSize }),
+		durationSetting("requestHeaderTimeout", "IMAGE_RESOLVER_REQUEST_HEADER_TIMEOUT", "request-header-timeout", "time a registry has to start answering one request",
+			func(c *Config) *time.Duration { return &c.RequestHeaderTimeout }, time.Second),
+		durationSetting("requestTimeout", "IMAGE_RESOLVER_REQUEST_TIMEOUT", "request-timeout", "time one registry request may take, body included",
+			func(c *Config) *time.Duration { return &c.RequestTimeout }, time.Second),
 		durationSetting("forgetAfter", "IMAGE_RESOLVER_FORGET_AFTER", "forget-after", "time after its last render when an app is no longer watched for changes",
 			func(c *Config) *time.Duration { return &c.ForgetAfter }, time.Second),
 		{Key: "maxTrackedApps", Env: "IMAGE_RESOLVER_MAX_TRACKED_APPS", Flag: "max-tracked-apps", Type: "int",
