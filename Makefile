@@ -62,8 +62,19 @@ $(CACHE)/bin/helm:
 $(CACHE)/bin/kustomize:
 	GOBIN=$(CACHE)/bin $(GO) install sigs.k8s.io/kustomize/kustomize/v5@v5.8.2
 
+## fuzz: each fuzz target for FUZZTIME (default 20s; a 10-minute run per target:
+## make fuzz FUZZTIME=10m). Seeds in testdata/fuzz (see its README), run by make test.
+FUZZTIME ?= 20s
+FUZZ_TARGETS := \
+	./resolve:FuzzParseImage ./resolve:FuzzPolicySpec \
+	./plugin:FuzzImageReference ./plugin:FuzzConstraint ./plugin:FuzzTagFilters ./plugin:FuzzPlatforms \
+	./plugin:FuzzEnvFromEnviron ./plugin:FuzzLoadPolicy ./plugin:FuzzPolicyFile ./plugin:FuzzParameters \
+	./config:FuzzRegistriesFile ./config:FuzzConfigFile \
+	./pipeline:FuzzRewrite ./render:FuzzFindImages ./render:FuzzKustomizePrintedForm
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParseImage -fuzztime 20s ./resolve/
+	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "== $$fn ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; done
 
 clean:
 	rm -rf $(BIN) $(CACHE)
