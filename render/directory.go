@@ -46,7 +46,8 @@ func renderDirectory(ctx context.Context, dir string) ([]*kyaml.RNode, error) {
 				return err
 			}
 		} else if !d.Type().IsRegular() {
-			return nil
+			rel, _ := filepath.Rel(dir, p)
+			return fmt.Errorf("%s: %w (%s), refused", filepath.ToSlash(rel), ErrNotRegular, fileType(d.Type()))
 		}
 		files = append(files, p)
 		return nil
@@ -61,9 +62,13 @@ func renderDirectory(ctx context.Context, dir string) ([]*kyaml.RNode, error) {
 		}
 		rel, _ := filepath.Rel(dir, p)
 		rel = filepath.ToSlash(rel)
-		data, err := os.ReadFile(p)
+		real, err := filepath.EvalSymlinks(p)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", rel, err)
+		}
+		data, err := readRegular(real, rel)
+		if err != nil {
+			return nil, err
 		}
 		var objs []*kyaml.RNode
 		if strings.EqualFold(filepath.Ext(p), ".json") {
@@ -89,7 +94,8 @@ func manifestExt(name string) bool {
 
 // linkedFileInside reports whether the symbolic link p points at a regular file
 // inside dir. Links to directories are not followed (as a walk does not), links that
-// leave dir are an error, dangling links are skipped.
+// leave dir are an error, links to special files (named pipes, devices) are an
+// error, dangling links are skipped.
 func linkedFileInside(dir, p string) (bool, error) {
 	target, err := filepath.EvalSymlinks(p)
 	if err != nil {
@@ -104,8 +110,12 @@ func linkedFileInside(dir, p string) (bool, error) {
 		return false, fmt.Errorf("%s: symbolic link points outside the application directory", filepath.ToSlash(rel))
 	}
 	fi, err := os.Stat(target)
-	if err != nil || !fi.Mode().IsRegular() {
+	if err != nil || fi.IsDir() {
 		return false, nil
+	}
+	if !fi.Mode().IsRegular() {
+		rel, _ := filepath.Rel(dir, p)
+		return false, fmt.Errorf("%s: %w (%s), refused", filepath.ToSlash(rel), ErrNotRegular, fileType(fi.Mode()))
 	}
 	return true, nil
 }

@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/strvals"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 )
@@ -25,8 +24,8 @@ import (
 // in-process with the Helm SDK (client-only dry-run install, as `helm template`), and
 // keeps the order in which `helm template` prints: the manifest (CRDs first), then the
 // hooks.
-func renderHelm(ctx context.Context, dir string, opts Options) ([]*kyaml.RNode, error) {
-	chrt, err := loader.Load(dir)
+func renderHelm(ctx context.Context, dir string, b *boundary, opts Options) ([]*kyaml.RNode, error) {
+	chrt, err := loadChart(dir, b)
 	if err != nil {
 		return nil, fmt.Errorf("load Helm chart: %w", err)
 	}
@@ -47,7 +46,7 @@ func renderHelm(ctx context.Context, dir string, opts Options) ([]*kyaml.RNode, 
 			return nil, fmt.Errorf("Helm chart %q: Chart.yaml declares dependencies that are not in charts/ (%s): %w: the sidecar does not download charts; vendor them: run `helm dependency build` and commit the charts/ directory", name, strings.Join(missing, ", "), ErrUnsupported)
 		}
 	}
-	vals, err := helmValues(dir, opts)
+	vals, err := helmValues(dir, b, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -73,17 +72,17 @@ func renderHelm(ctx context.Context, dir string, opts Options) ([]*kyaml.RNode, 
 	}
 	inst.APIVersions = chartutil.VersionSet(slices.Clone(opts.APIVersions))
 
-	rel, err := inst.RunWithContext(ctx, chrt, vals)
+	rel, err := bounded(ctx, func() (*release.Release, error) { return inst.RunWithContext(ctx, chrt, vals) })
 	if err != nil {
 		return nil, fmt.Errorf("helm template (chart %q): %w", name, err)
 	}
 	// Exactly what `helm template` prints (cmd/helm/template.go).
-	var b bytes.Buffer
-	fmt.Fprintln(&b, strings.TrimSpace(rel.Manifest))
+	var out bytes.Buffer
+	fmt.Fprintln(&out, strings.TrimSpace(rel.Manifest))
 	for _, h := range rel.Hooks {
-		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", h.Path, h.Manifest)
+		fmt.Fprintf(&out, "---\n# Source: %s\n%s\n", h.Path, h.Manifest)
 	}
-	return parseYAML("helm template output", b.Bytes())
+	return parseYAML("helm template output", out.Bytes())
 }
 
 // releaseName is the Helm release name for an Argo CD application name.
@@ -101,27 +100,16 @@ func releaseName(app, dir string) string {
 
 // helmValues merges values as helm does for --values F... --set K=V...: files in order
 // (the inline values last among them), then the parameters.
-func helmValues(dir string, opts Options) (map[string]interface{}, error) {
-	boundary := opts.RepoRoot
-	if boundary == "" {
-		boundary = dir
-	}
-	boundary, err := filepath.Abs(boundary)
-	if err != nil {
-		return nil, fmt.Errorf("repository root: %w", err)
-	}
-	if !within(boundary, dir) {
-		return nil, fmt.Errorf("application directory %s is not inside the repository root %s", dir, boundary)
-	}
+func helmValues(dir string, b *boundary, opts Options) (map[string]interface{}, error) {
 	base := map[string]interface{}{}
 	for _, f := range opts.ValuesFiles {
-		p, err := valuesFilePath(dir, boundary, f)
+		p, err := valuesFilePath(dir, b, f)
 		if err != nil {
 			return nil, err
 		}
-		data, err := os.ReadFile(p)
+		data, err := readRegular(p, fmt.Sprintf("values file %q", f))
 		if err != nil {
-			return nil, fmt.Errorf("values file %q: %w", f, err)
+			return nil, err
 		}
 		cur, err := chartutil.ReadValues(data)
 		if err != nil {
@@ -155,7 +143,8 @@ func helmValues(dir string, opts Options) (map[string]interface{}, error) {
 // valuesFilePath resolves a values file name relative to the chart directory and
 // refuses names that leave the boundary (by "..", an absolute path or a symbolic
 // link) and remote URLs.
-func valuesFilePath(dir, boundary, name string) (string, error) {
+func valuesFilePath(dir string, b *boundary, name string) (string, error) {
+	boundary := b.root
 	const accepted = "a path relative to the chart directory that stays inside the repository"
 	if strings.Contains(name, "://") {
 		return "", fmt.Errorf("values file %q: remote values files are not fetched by the sidecar (accepted: %s)", name, accepted)
@@ -171,11 +160,7 @@ func valuesFilePath(dir, boundary, name string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("values file %q: %w", name, err)
 	}
-	realBoundary, err := filepath.EvalSymlinks(boundary)
-	if err != nil {
-		return "", fmt.Errorf("repository root: %w", err)
-	}
-	if !within(realBoundary, real) {
+	if !within(b.real, real) {
 		return "", fmt.Errorf("values file %q: a symbolic link leads out of the repository (accepted: %s)", name, accepted)
 	}
 	return real, nil

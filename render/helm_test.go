@@ -136,7 +136,7 @@ func TestRenderHelmValuesFilesBoundary(t *testing.T) {
 	// A copy of the repository with a symbolic link leading out of it.
 	linked := filepath.Join(tmp, "repo")
 	copyDir(t, repo, linked)
-	if err := os.Symlink(outside, filepath.Join(linked, "app", "link.yaml")); err != nil {
+	if err := os.Symlink(outside, filepath.Join(linked, "shared", "link.yaml")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -151,7 +151,7 @@ func TestRenderHelmValuesFilesBoundary(t *testing.T) {
 		{name: "absolute", dir: app, root: repo, file: outside, errHas: "invalid path"},
 		{name: "remote", dir: app, root: repo, file: "https://example.com/values.yaml", errHas: "remote values files"},
 		{name: "missing", dir: app, root: repo, file: "nope.yaml", errHas: "nope.yaml"},
-		{name: "symlink out", dir: filepath.Join(linked, "app"), root: linked, file: "link.yaml", errHas: "symbolic link"},
+		{name: "symlink out", dir: filepath.Join(linked, "app"), root: linked, file: "../shared/link.yaml", errHas: "symbolic link"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

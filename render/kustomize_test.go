@@ -19,7 +19,7 @@ import (
 )
 
 func TestRenderKustomizeOverlayNamespaceAndTag(t *testing.T) {
-	r, err := Render(context.Background(), filepath.Join(appsDir, "kustomize-overlay/overlay"), Options{})
+	r, err := Render(context.Background(), filepath.Join(appsDir, "kustomize-overlay/overlay"), Options{RepoRoot: moduleRoot})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestRenderKustomizePrintedAsCLI(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := Render(context.Background(), dir, Options{})
+			r, err := Render(context.Background(), dir, Options{RepoRoot: moduleRoot})
 			if err != nil {
 				t.Fatal(err)
 			}

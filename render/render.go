@@ -48,9 +48,12 @@ type Options struct {
 	HelmParameters map[string]string
 	// Values is inline YAML, applied after ValuesFiles (Argo CD's `values`).
 	Values string
-	// RepoRoot is the root of the extracted repository around the app directory.
-	// Values files may reach it with "../" but nothing beyond it. Empty: the app
-	// directory itself is the boundary.
+	// RepoRoot is the root of the extracted repository around the app directory: no
+	// render reads outside it, whatever the source type and however a path gets
+	// there ("../", a symbolic link). Values files may reach it with "../" but
+	// nothing beyond it. Empty: the app directory itself is the boundary (for
+	// Kustomize, empty or the app directory: the git checkout around it, see
+	// renderKustomize).
 	RepoRoot string
 }
 
@@ -103,12 +106,16 @@ func Render(ctx context.Context, dir string, opts Options) (*Rendered, error) {
 	if err != nil {
 		return nil, err
 	}
+	b, err := newBoundary(opts.RepoRoot, abs)
+	if err != nil {
+		return nil, err
+	}
 	var objs []*kyaml.RNode
 	switch kind {
 	case SourceHelm:
-		objs, err = renderHelm(ctx, abs, opts)
+		objs, err = renderHelm(ctx, abs, b, opts)
 	case SourceKustomize:
-		objs, err = renderKustomize(ctx, abs)
+		objs, err = renderKustomize(ctx, abs, b)
 	default:
 		objs, err = renderDirectory(ctx, abs)
 	}
@@ -119,6 +126,34 @@ func Render(ctx context.Context, dir string, opts Options) (*Rendered, error) {
 		return nil, err
 	}
 	return &Rendered{Kind: kind, Objects: objs}, nil
+}
+
+// ErrDeadline marks a render stopped at the deadline of its context (Helm's
+// template engine and Kustomize do not watch a context): the render returns at once;
+// the stopped work finishes in the background and its result is dropped. It wraps
+// the context's error (context.DeadlineExceeded or context.Canceled).
+var ErrDeadline = errors.New("render stopped at its deadline")
+
+// bounded runs fn and returns its result, or returns at ctx.Done with an error
+// wrapping ErrDeadline and ctx.Err(). fn keeps running in its goroutine until it
+// finishes (Go cannot stop it); its result is then dropped.
+func bounded[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := fn()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("%w (%w); the render took longer than the time it was given", ErrDeadline, ctx.Err())
+	}
 }
 
 // ErrUnsupported marks a source that uses a feature the sidecar refuses: an

@@ -15,6 +15,9 @@ import (
 
 const appsDir = "../testdata/apps"
 
+// moduleRoot is the repository root around the test apps (the boundary of renders).
+var moduleRoot, _ = filepath.Abs("..")
+
 // ids lists objects as "Kind/name".
 func ids(objs []*kyaml.RNode) []string {
 	var out []string
@@ -84,6 +87,9 @@ func TestRenderSampleApps(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {
+			if tt.opts.RepoRoot == "" {
+				tt.opts.RepoRoot = moduleRoot
+			}
 			r, err := Render(context.Background(), filepath.Join(appsDir, tt.dir), tt.opts)
 			if err != nil {
 				t.Fatal(err)
@@ -172,6 +178,9 @@ func TestRenderErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.opts.RepoRoot == "" {
+				tt.opts.RepoRoot = moduleRoot
+			}
 			_, err := Render(context.Background(), tt.dir, tt.opts)
 			if err == nil {
 				t.Fatal("no error")
@@ -204,7 +213,7 @@ func TestRenderDeterministic(t *testing.T) {
 		t.Run(dir, func(t *testing.T) {
 			var outs [2]string
 			for i := range outs {
-				r, err := Render(context.Background(), filepath.Join(appsDir, dir), Options{AppName: "app", Namespace: "ns"})
+				r, err := Render(context.Background(), filepath.Join(appsDir, dir), Options{AppName: "app", Namespace: "ns", RepoRoot: moduleRoot})
 				if err != nil {
 					t.Fatal(err)
 				}
