@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
@@ -69,6 +70,10 @@ func OneLine(err error) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " ; ")), " ")
 }
 
+// fallbackAfter is how long a batch waits for the daemon before resolving
+// directly: well inside a render's deadline, beyond any warm answer.
+const fallbackAfter = 15 * time.Second
+
 // Fallback asks the daemon and, if it cannot be reached, resolves directly with the
 // resolver direct builds (once), after one line on stderr. The daemon is an
 // optimisation, never a single point of failure for rendering: direct is built from
@@ -82,7 +87,8 @@ type Fallback struct {
 	resolver resolve.Batch
 	err      error
 
-	viaDaemon atomic.Bool // some batch was answered by the daemon
+	viaDaemon atomic.Bool   // some batch was answered by the daemon
+	after     time.Duration // wait for the daemon (0: fallbackAfter)
 }
 
 // NewFallback returns a Fallback over the daemon's client.
@@ -92,7 +98,17 @@ func NewFallback(daemon *Client, direct func() (resolve.Batch, error), stderr io
 
 // ResolveBatch implements resolve.Batch.
 func (f *Fallback) ResolveBatch(ctx context.Context, app string, reqs []resolve.Request) ([]resolve.Answer, error) {
-	answers, err := f.daemon.ResolveBatch(ctx, app, reqs)
+	wait := f.after
+	if wait <= 0 {
+		wait = fallbackAfter
+	}
+	dctx, cancel := context.WithTimeout(ctx, wait)
+	answers, err := f.daemon.ResolveBatch(dctx, app, reqs)
+	cancel()
+	if err != nil && ctx.Err() == nil && dctx.Err() != nil {
+		// The daemon accepted and did not answer: as good as unreachable.
+		err = fmt.Errorf("%w: %s: no answer within %s", ErrUnreachable, f.daemon.Socket(), wait)
+	}
 	if err == nil || !errors.Is(err, ErrUnreachable) {
 		f.viaDaemon.Store(err == nil)
 		return answers, err
@@ -111,6 +127,8 @@ func (f *Fallback) ResolveBatch(ctx context.Context, app string, reqs []resolve.
 // told learns the app at its next render.
 func (f *Fallback) Remember(ctx context.Context, env *plugin.Env, report *pipeline.Report) {
 	if rd, ok := RenderOf(env, report); ok && f.viaDaemon.Load() {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
 		_ = f.daemon.Remember(ctx, rd)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
 // withSocketLimits sets the socket server's bounds for one (serial) test.
@@ -266,4 +268,45 @@ func TestSocketDirectoryChecked(t *testing.T) {
 	if _, err := os.Lstat(cfg.Socket); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket created anyway: %v", err)
 	}
+}
+
+// TestFallbackFromASilentDaemon: generate's batches go to the daemon; one that
+// accepts and never answers is treated as unreachable after the wait, and the
+// render resolves directly, saying so.
+func TestFallbackFromASilentDaemon(t *testing.T) {
+	sock := socketPath(t)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	var stderr strings.Builder
+	directCalled := false
+	fb := NewFallback(NewClient(sock), func() (resolve.Batch, error) {
+		directCalled = true
+		return fixedBatch{}, nil
+	}, &stderr)
+	fb.after = 200 * time.Millisecond
+	answers, err := fb.ResolveBatch(context.Background(), "web", []resolve.Request{{Image: "reg/web"}})
+	if err != nil || !directCalled || len(answers) != 1 {
+		t.Fatalf("answers %v, err %v, direct %v", answers, err, directCalled)
+	}
+	if !strings.Contains(stderr.String(), "no answer within 200ms") || !strings.Contains(stderr.String(), "resolving directly") {
+		t.Errorf("stderr %q", stderr.String())
+	}
+}
+
+type fixedBatch struct{}
+
+func (fixedBatch) ResolveBatch(_ context.Context, _ string, reqs []resolve.Request) ([]resolve.Answer, error) {
+	return make([]resolve.Answer, len(reqs)), nil
 }

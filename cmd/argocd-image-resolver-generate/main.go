@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
 )
@@ -31,6 +32,7 @@ func main() {
 	if terr != nil {
 		fmt.Fprintf(os.Stderr, "argocd-image-resolver-generate: %v\n", terr)
 	}
+	start := time.Now()
 	dir, err := os.Getwd()
 	if err == nil {
 		var resp *delegate.Response
@@ -51,18 +53,31 @@ func main() {
 		fmt.Fprintf(os.Stderr, "argocd-image-resolver-generate: %v; and %v\n", err, lerr)
 		os.Exit(1)
 	}
+	environ := os.Environ()
 	if errors.Is(err, delegate.ErrUnavailable) && !isAbsent(err) {
 		// A daemon that is there but did not render: say so; the in-process render
-		// says the rest. (No socket at all is the ordinary case of no daemon.)
+		// says the rest. (No socket at all is the ordinary case of no daemon.) The
+		// render must not ask that daemon again, and must fit in what is left of
+		// Argo CD's 90s.
 		fmt.Fprintf(os.Stderr, "argocd-image-resolver-generate: %v; rendering in-process\n", err)
+		environ = append(environ, skipDaemonEnv+"=1")
+		if left := argoExecTimeout - time.Since(start) - 5*time.Second; left < 45*time.Second {
+			environ = append(environ, "IMAGE_RESOLVER_RENDER_TIMEOUT="+max(left, 5*time.Second).Round(time.Second).String())
+		}
 	}
 	// Replace this process: same stdio, environment, directory and process group, so
 	// Argo CD's deadline handling applies to the render as before.
-	if err := syscall.Exec(full, []string{"argocd-image-resolver", "generate"}, os.Environ()); err != nil {
+	if err := syscall.Exec(full, []string{"argocd-image-resolver", "generate"}, environ); err != nil {
 		fmt.Fprintf(os.Stderr, "argocd-image-resolver-generate: run %s: %v\n", full, err)
 		os.Exit(1)
 	}
 }
+
+// skipDaemonEnv tells generate not to ask the daemon (this client found it silent).
+const skipDaemonEnv = "IMAGE_RESOLVER_SKIP_DAEMON"
+
+// argoExecTimeout is Argo CD's default deadline for a plugin command.
+const argoExecTimeout = 90 * time.Second
 
 // isAbsent reports whether err is only that no daemon listens on the socket.
 func isAbsent(err error) bool {

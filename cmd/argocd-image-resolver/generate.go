@@ -17,6 +17,10 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
+// skipDaemonEnv, set to 1 by argocd-image-resolver-generate after the daemon did
+// not answer in time, makes generate render without asking the daemon.
+const skipDaemonEnv = "IMAGE_RESOLVER_SKIP_DAEMON"
+
 // configEnvHelp lists the operator's configuration variables every rendering
 // command reads.
 var configEnvHelp = `  ` + config.ConfigEnv + `  YAML configuration file (the daemon's; registries: among its keys)
@@ -52,6 +56,21 @@ Exit status: 0 rendered, 1 not rendered (the reason on stderr, on one line).`,
 			cfg, err := config.Load(os.LookupEnv)
 			if err != nil {
 				return oneLine(err)
+			}
+			if os.Getenv(skipDaemonEnv) == "1" {
+				// argocd-image-resolver-generate found the daemon silent: render
+				// without it rather than wait for it again.
+				direct, err := cfg.NewDirectResolver(nil)
+				if err != nil {
+					return oneLine(err)
+				}
+				out, report, err := pipeline.New(direct, cfg.PipelineSettings()).Render(cmd.Context(), ".", env)
+				report.WriteNotes(cmd.ErrOrStderr())
+				if err != nil {
+					return oneLine(err)
+				}
+				_, err = cmd.OutOrStdout().Write(out)
+				return err
 			}
 			batch := daemon.NewFallback(daemon.NewClient(cfg.Socket), directBatch(cfg), cmd.ErrOrStderr())
 			out, report, err := pipeline.New(batch, cfg.PipelineSettings()).Render(cmd.Context(), ".", env)
