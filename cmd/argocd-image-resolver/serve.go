@@ -35,7 +35,12 @@ rendered, re-resolves them as tag lists expire and, when an app's answer changes
 argocd.argoproj.io/refresh=hard on its Application through the Kubernetes API
 (in-cluster, else $KUBECONFIG; RBAC: get and patch on applications.argoproj.io, see
 deploy/rbac.yaml), at most once per --refresh-interval per app. Without a Kubernetes API
-it says so at start and serves renders as before. See docs/freshness.md.`
+it says so at start and serves renders as before. See docs/freshness.md.
+
+The socket is created with mode 0600 in a directory only the sidecar's user may write
+(one writable by others without the sticky bit is refused). Whoever can connect is
+trusted for the app name it sends: in the sidecar that is Argo CD's CMP server in the
+same pod.`
 
 func newServeCommand() *cobra.Command {
 	var (
