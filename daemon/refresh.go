@@ -285,7 +285,7 @@ func (t *Tracker) refreshed(c appCheck, changes []change, adopt bool) {
 	for _, s := range a.sources {
 		for i, im := range s.images {
 			for _, ch := range changes {
-				if sameRequest(im.Request, ch.req) && im.Ref == ch.old {
+				if im.key == ch.req.Key() && im.Ref == ch.old {
 					s.images[i].Ref = ch.new
 				}
 			}

@@ -50,6 +50,8 @@ type RenderedImage struct {
 	// Ref is the reference written into the manifests ("" when the resolution
 	// failed, so that a later success refreshes the app).
 	Ref string `json:"ref,omitempty"`
+
+	key string // Request.Key(), set when remembered: passes compare it often
 }
 
 // RenderOf is the Render to remember of a render of env that produced report. It
@@ -81,11 +83,7 @@ func RenderOf(env *plugin.Env, report *pipeline.Report) (Render, bool) {
 	return r, true
 }
 
-func sameRequest(a, b resolve.Request) bool {
-	return a.Image == b.Image && a.Policy.Strategy == b.Policy.Strategy && a.Policy.Constraint == b.Policy.Constraint &&
-		a.Policy.AllowTags == b.Policy.AllowTags && a.Policy.PinDigest == b.Policy.PinDigest &&
-		slices.Equal(a.Policy.IgnoreTags, b.Policy.IgnoreTags) && slices.Equal(a.Policy.Platforms, b.Policy.Platforms)
-}
+func sameRequest(a, b resolve.Request) bool { return a.Key() == b.Key() }
 
 // trackedSource is the last render of one source (repository and path) of an app;
 // an app with several sources using the plugin has one each.
@@ -187,7 +185,11 @@ func (t *Tracker) Remember(r Render) error {
 		t.order.MoveToFront(a.elem)
 	}
 	a.rendered = now
-	a.sources[key] = &trackedSource{repoURL: r.RepoURL, path: r.Path, revision: r.Revision, images: slices.Clone(r.Images), rendered: now, pins: r.pins}
+	images := slices.Clone(r.Images)
+	for i := range images {
+		images[i].key = images[i].Request.Key()
+	}
+	a.sources[key] = &trackedSource{repoURL: r.RepoURL, path: r.Path, revision: r.Revision, images: images, rendered: now, pins: r.pins}
 	// The app rendered again: what it shows now is what the loop compares against.
 	a.pendingSince, a.attempts, a.nextAttempt = time.Time{}, 0, time.Time{}
 	for len(t.apps) > t.max {
@@ -267,7 +269,7 @@ func (t *Tracker) snapshot() []appCheck {
 		slices.Sort(keys)
 		for _, k := range keys {
 			for _, im := range a.sources[k].images {
-				if !slices.ContainsFunc(c.images, func(x RenderedImage) bool { return sameRequest(x.Request, im.Request) && x.Ref == im.Ref }) {
+				if !slices.ContainsFunc(c.images, func(x RenderedImage) bool { return x.key == im.key && x.Ref == im.Ref }) {
 					c.images = append(c.images, im)
 					c.pins = append(c.pins, a.sources[k].pins)
 				}

@@ -100,7 +100,7 @@ func (r *Resolver) ResolveBatch(ctx context.Context, app string, reqs []Request)
 	groups := map[string][]int{} // request key -> indexes of identical requests
 	var order []string
 	for i, req := range reqs {
-		k := req.Image + "\x00" + specKey(req.Policy)
+		k := req.Key()
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
@@ -141,6 +141,10 @@ func (r *Resolver) resolveRequest(ctx context.Context, req Request) Answer {
 	}
 	return AnswerOf(r.Resolve(ctx, repo, req.Image, p))
 }
+
+// Key is a comparable form of a request: equal keys resolve alike (ResolveBatch
+// sends each once).
+func (r Request) Key() string { return r.Image + "\x00" + specKey(r.Policy) }
 
 // specKey is a comparable form of a policy spec.
 func specKey(s PolicySpec) string {

@@ -199,7 +199,6 @@ const TagAccepted = "a tag: a letter, digit or _ then up to 127 letters, digits,
 const DigestAccepted = "a digest: sha256: and 64 lowercase hex digits, or sha512: and 128"
 
 var (
-	tagGrammar    = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
 	digestGrammar = regexp.MustCompile(`^(sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128})$`)
 )
 
@@ -212,7 +211,7 @@ func CheckTag(s string) error {
 		return fmt.Errorf("empty tag")
 	case len(s) > 128:
 		return fmt.Errorf("%d characters; a tag has at most 128", len(s))
-	case !tagGrammar.MatchString(s):
+	case !ociTagOK(s):
 		return fmt.Errorf("not a tag")
 	}
 	return nil
