@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -107,13 +106,11 @@ func (p *Pipeline) Render(ctx context.Context, dir string, env *plugin.Env) ([]b
 var errRenderTimeout = errors.New("render timeout")
 
 func (p *Pipeline) render(ctx context.Context, dir string, env *plugin.Env) ([]byte, *Report, error) {
-	pol, err := plugin.LoadPolicy(dir, env.Parameters)
+	root, _ := filepath.Abs(dir)
+	root = plugin.RepoRoot(root, env.SourcePath)
+	pol, err := plugin.LoadPolicyIn(root, dir, env.Parameters)
 	if err != nil {
 		return nil, nil, err
-	}
-	root, _ := filepath.Abs(dir)
-	if env.SourcePath != "" {
-		root = repoRoot(root, env.SourcePath)
 	}
 	rendered, err := render.Render(ctx, dir, render.Options{
 		AppName: env.AppName, Namespace: env.AppNamespace,
@@ -305,18 +302,4 @@ func appendUnique(list []string, s string) []string {
 		return list
 	}
 	return append(list, s)
-}
-
-// repoRoot finds the repository root from the app directory and the app's path in
-// the repository (ARGOCD_APP_SOURCE_PATH): Argo CD extracts the whole repository and
-// runs generate in <root>/<path>.
-func repoRoot(appDir, sourcePath string) string {
-	clean := filepath.Clean(sourcePath)
-	if clean == "." || clean == "/" {
-		return appDir
-	}
-	if strings.HasSuffix(appDir, string(os.PathSeparator)+clean) {
-		return strings.TrimSuffix(appDir, string(os.PathSeparator)+clean)
-	}
-	return appDir
 }

@@ -27,8 +27,9 @@ type ParameterAnnouncement struct {
 
 // Announce returns the dynamic parameter announcement the `parameters` command prints
 // (JSON, no trailing newline), shown in the Parameters tab of Argo CD's UI.
-func Announce(appDir string) ([]byte, error) {
-	anns, err := Announcements(appDir)
+// The policy file is confined to repoRoot (see LoadPolicyIn; "" means appDir).
+func Announce(repoRoot, appDir string) ([]byte, error) {
+	anns, err := Announcements(repoRoot, appDir)
 	if err != nil {
 		return nil, err
 	}
@@ -44,8 +45,8 @@ func Announce(appDir string) ([]byte, error) {
 // file that does not load is an error. Announced values are defaults shown in the UI:
 // Argo CD does not send them back unless the user changes them, so they never
 // override the file.
-func Announcements(appDir string) ([]ParameterAnnouncement, error) {
-	pf, err := readPolicyFile(appDir)
+func Announcements(repoRoot, appDir string) ([]ParameterAnnouncement, error) {
+	pf, err := readPolicyFile(repoRoot, appDir)
 	if err != nil {
 		return nil, err
 	}

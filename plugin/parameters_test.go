@@ -9,7 +9,7 @@ import (
 )
 
 func TestAnnounceWithoutFile(t *testing.T) {
-	out, err := Announce(appDir(t, ""))
+	out, err := Announce("", appDir(t, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestAnnounceWithoutFile(t *testing.T) {
 
 func TestAnnounceFromFile(t *testing.T) {
 	dir := appDir(t, fullFile+"  api:\n    image: ghcr.io/org/api:>=1.0, <2\n")
-	anns, err := Announcements(dir)
+	anns, err := Announcements("", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +96,8 @@ func TestAnnounceFromFile(t *testing.T) {
 	}
 
 	// Deterministic.
-	a, _ := Announce(dir)
-	b, _ := Announce(dir)
+	a, _ := Announce("", dir)
+	b, _ := Announce("", dir)
 	if !bytes.Equal(a, b) {
 		t.Error("output differs between runs")
 	}
@@ -133,7 +133,7 @@ func TestAnnounceBrokenFile(t *testing.T) {
 		"images:\n  web: [\n",
 		"images:\n  web:\n    strategy: semver\n",
 	} {
-		_, err := Announce(appDir(t, file))
+		_, err := Announce("", appDir(t, file))
 		assertErr(t, err, "file .argocd-image-resolver.yaml")
 	}
 }

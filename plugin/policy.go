@@ -176,7 +176,14 @@ func (a *AppPolicy) ForRepo(repo name.Repository) *ImagePolicy {
 // Every problem found is reported, one line each (errors.Join), naming the parameter
 // or file key, the value and the accepted forms.
 func LoadPolicy(appDir string, params Parameters) (*AppPolicy, error) {
-	pf, err := readPolicyFile(appDir)
+	return LoadPolicyIn("", appDir, params)
+}
+
+// LoadPolicyIn is LoadPolicy with the policy file confined to the repository checkout
+// repoRoot (see RepoRoot) rather than to appDir: a symbolic link to a shared policy
+// file elsewhere in the repository is followed, one that leaves it is refused.
+func LoadPolicyIn(repoRoot, appDir string, params Parameters) (*AppPolicy, error) {
+	pf, err := readPolicyFile(repoRoot, appDir)
 	if err != nil {
 		return nil, err
 	}

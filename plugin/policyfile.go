@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"gopkg.in/yaml.v3"
 
@@ -44,23 +45,37 @@ type policyFile struct {
 // fileTopKeys are the policy file's top-level keys.
 var fileTopKeys = []string{"images", "pinMode", "pinTarget", "pinBranch"}
 
-// readPolicyFile reads the policy file of appDir. A missing file gives (nil, nil).
-func readPolicyFile(appDir string) (*policyFile, error) {
+// readPolicyFile reads the policy file of appDir, confined to repoRoot (the
+// repository checkout; "" means appDir itself): a policy file that is a symbolic
+// link may lead anywhere inside the checkout (a shared file of the repository) but
+// never outside it, and a special file is refused without blocking. A missing file
+// gives (nil, nil).
+func readPolicyFile(repoRoot, appDir string) (*policyFile, error) {
 	if _, err := os.Lstat(filepath.Join(appDir, ".argocd-image-resolver.yml")); err == nil {
 		return nil, fmt.Errorf("file .argocd-image-resolver.yml: the policy file must be named %s; rename it", PolicyFileName)
 	}
-	f, err := os.Open(filepath.Join(appDir, PolicyFileName))
+	lst, err := os.Lstat(filepath.Join(appDir, PolicyFileName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("file %s: %v", PolicyFileName, relErr(err))
 	}
+	f, err := openConfined(repoRoot, appDir, PolicyFileName)
+	if err != nil {
+		if lst.Mode()&fs.ModeSymlink != 0 {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("file %s: a symbolic link to a file that does not exist", PolicyFileName)
+			}
+			return nil, fmt.Errorf("file %s: a symbolic link that is absolute or leads outside the repository checkout, refused (links within the repository must be relative)", PolicyFileName)
+		}
+		return nil, fmt.Errorf("file %s: %v", PolicyFileName, relErr(err))
+	}
 	defer f.Close()
 	if st, err := f.Stat(); err != nil {
 		return nil, fmt.Errorf("file %s: %v", PolicyFileName, relErr(err))
 	} else if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("file %s: not a regular file", PolicyFileName)
+		return nil, fmt.Errorf("file %s: not a regular file, refused", PolicyFileName)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxPolicyFileSize+1))
 	if err != nil {
@@ -70,6 +85,48 @@ func readPolicyFile(appDir string) (*policyFile, error) {
 		return nil, fmt.Errorf("file %s: larger than %d bytes", PolicyFileName, maxPolicyFileSize)
 	}
 	return parsePolicyFile(data)
+}
+
+// openConfined opens appDir/name for reading through an os.Root at repoRoot, so
+// symbolic links are followed only while they stay inside it; non-blocking, so a
+// named pipe in its place cannot hold the render.
+func openConfined(repoRoot, appDir, name string) (*os.File, error) {
+	if repoRoot == "" {
+		repoRoot = appDir
+	}
+	absRoot, err := filepath.Abs(repoRoot)
+	if err != nil {
+		return nil, err
+	}
+	absDir, err := filepath.Abs(appDir)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := filepath.Rel(absRoot, absDir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return nil, fmt.Errorf("application directory is not inside the repository root")
+	}
+	root, err := os.OpenRoot(absRoot)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return root.OpenFile(filepath.Join(rel, name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}
+
+// RepoRoot finds the repository checkout from the application directory and the
+// app's path in the repository (ARGOCD_APP_SOURCE_PATH): Argo CD extracts the whole
+// repository and runs the plugin in <root>/<path>. Without a path, or when appDir
+// does not end in it, the application directory is the root.
+func RepoRoot(appDir, sourcePath string) string {
+	clean := filepath.Clean(sourcePath)
+	if sourcePath == "" || clean == "." || clean == "/" {
+		return appDir
+	}
+	if strings.HasSuffix(appDir, string(os.PathSeparator)+clean) {
+		return strings.TrimSuffix(appDir, string(os.PathSeparator)+clean)
+	}
+	return appDir
 }
 
 // relErr drops the absolute path (a random work directory) from a file error, so that

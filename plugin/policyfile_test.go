@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
@@ -234,6 +236,80 @@ func FuzzPolicyFile(f *testing.F) {
 			if i > 0 && pol.Images[i-1].Alias >= ip.Alias {
 				t.Errorf("aliases out of order: %q, %q", pol.Images[i-1].Alias, ip.Alias)
 			}
+		}
+	})
+}
+
+// TestPolicyFileConfined: the policy file may be a symbolic link to a shared file
+// inside the repository checkout, never to one outside it, and a named pipe in its
+// place is refused without blocking the render.
+func TestPolicyFileConfined(t *testing.T) {
+	const shared = "images: {web: {image: registry.example.com/team/web, constraint: '~1'}}\n"
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret.yaml"), []byte("images: {stolen: {image: x}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	repo := t.TempDir()
+	app := filepath.Join(repo, "apps", "web")
+	if err := os.MkdirAll(app, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "policy.yaml"), []byte(shared), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := func(t *testing.T, target string) {
+		t.Helper()
+		p := filepath.Join(app, PolicyFileName)
+		os.Remove(p)
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		name, target, root string
+		want               string // "" loads the shared file
+	}{
+		{"relative link inside the repository", "../../policy.yaml", repo, ""},
+		{"absolute link inside the repository", filepath.Join(repo, "policy.yaml"), repo, "a symbolic link that is absolute or leads outside the repository checkout, refused (links within the repository must be relative)"},
+		{"link outside the repository", filepath.Join(outside, "secret.yaml"), repo, "a symbolic link that is absolute or leads outside the repository checkout, refused (links within the repository must be relative)"},
+		{"relative link climbing out", "../../../" + filepath.Base(outside) + "/secret.yaml", repo, "a symbolic link that is absolute or leads outside the repository checkout, refused (links within the repository must be relative)"},
+		{"link to a sibling without a repository root", "../../policy.yaml", "", "a symbolic link that is absolute or leads outside the repository checkout, refused (links within the repository must be relative)"},
+		{"dangling link", "../../missing.yaml", repo, "a symbolic link to a file that does not exist"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			link(t, tc.target)
+			pol, err := LoadPolicyIn(tc.root, app, nil)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(pol.Images) != 1 || pol.Images[0].Alias != "web" {
+					t.Fatalf("images = %+v, want the shared file's web", pol.Images)
+				}
+				return
+			}
+			assertErr(t, err, "file .argocd-image-resolver.yaml: "+tc.want)
+			if strings.Contains(err.Error(), "stolen") || strings.Contains(err.Error(), outside) {
+				t.Errorf("error %q shows what lies outside", err)
+			}
+			if _, aerr := Announcements(tc.root, app); aerr == nil || aerr.Error() != err.Error() {
+				t.Errorf("announcement error %v, want the render's %v", aerr, err)
+			}
+		})
+	}
+	t.Run("named pipe", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := syscall.Mkfifo(filepath.Join(dir, PolicyFileName), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { _, err := LoadPolicy(dir, nil); done <- err }()
+		select {
+		case err := <-done:
+			assertErr(t, err, "file .argocd-image-resolver.yaml: not a regular file, refused")
+		case <-time.After(10 * time.Second):
+			t.Fatal("reading a named pipe as the policy file blocked")
 		}
 	})
 }

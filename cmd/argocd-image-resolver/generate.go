@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -107,7 +108,13 @@ directory (the CMP parameters.dynamic command).
 Exit status: 0 printed, 1 the policy file cannot be read (the reason on stderr).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out, err := plugin.Announce(".")
+			dir, err := filepath.Abs(".")
+			if err != nil {
+				return err
+			}
+			// The policy file may be a link to a shared file elsewhere in the
+			// repository (ARGOCD_APP_SOURCE_PATH says where the root is), never outside.
+			out, err := plugin.Announce(plugin.RepoRoot(dir, os.Getenv(plugin.EnvAppSourcePath)), dir)
 			if err != nil {
 				return oneLine(err)
 			}
