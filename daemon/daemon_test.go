@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -361,5 +362,28 @@ func TestAppScopingBeforeTheCache(t *testing.T) {
 	}
 	if s.Total() != 0 {
 		t.Errorf("refused apps cost %d registry requests", s.Total())
+	}
+}
+
+// A registry that lists tags breaking the OCI tag grammar: the resolution skips
+// them, and /metrics counts them by registry, per resolution that met them.
+func TestInvalidTagsCounted(t *testing.T) {
+	s := rt.New(t)
+	pushTags(t, s, "app", "linux/amd64", "1.0.0", "1.1.0")
+	s.Inject(rt.Fault{Kind: rt.Tags, Body: rt.TagsBody("app", "1.0.0", "1.1.0", "9.9.9+evil", "../x", "-1")})
+	d, client := startDaemon(t, testConfig())
+	for range 2 {
+		got, err := client.ResolveBatch(context.Background(), "ns/app", []resolve.Request{{Image: s.Ref("app")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0].Error != "" || got[0].Result.Tag != "1.1.0" || got[0].Result.InvalidTags != 3 {
+			t.Fatalf("answer = %+v; want 1.1.0 with 3 invalid tags skipped", got[0])
+		}
+	}
+	fams := scrape(t, d.MetricsAddr())
+	got := sumBy(fams[cache.Namespace+"_invalid_tags_skipped_total"], "registry", nil)
+	if want := map[string]float64{s.Host: 6}; !maps.Equal(got, want) {
+		t.Errorf("invalid_tags_skipped_total = %v, want %v", got, want)
 	}
 }

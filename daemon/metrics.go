@@ -18,6 +18,8 @@ type Metrics struct {
 	Refreshes   *prometheus.CounterVec // outcome
 	TrackedApps prometheus.Gauge
 	Forgotten   *prometheus.CounterVec // reason
+	// InvalidTags counts listed tags skipped because they break the OCI tag grammar.
+	InvalidTags *prometheus.CounterVec // registry
 }
 
 // NewMetrics adds the daemon's metrics to m's registry (a new cache.Metrics when
@@ -38,7 +40,9 @@ func NewMetrics(m *cache.Metrics) *Metrics {
 		Help: "Apps the refresh loop watches (rendered through this daemon, not opted out)."})
 	forgotten := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: cache.Namespace, Name: "tracked_apps_forgotten_total",
 		Help: "Apps the refresh loop stopped watching, by reason: idle (not rendered for forgetAfter), limit (maxTrackedApps reached; least recently rendered first), app-gone, opted-out, no-images (the app's render resolved no image any more)."}, []string{"reason"})
-	m.Registry.MustRegister(refreshes, tracked, forgotten)
+	invalid := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: cache.Namespace, Name: "invalid_tags_skipped_total",
+		Help: "Tags a registry listed that break the OCI tag grammar, skipped (never chosen, never printed raw), by registry; counted once per resolution that met them."}, []string{"registry"})
+	m.Registry.MustRegister(refreshes, tracked, forgotten, invalid)
 	return &Metrics{
 		Metrics:     m,
 		Resolutions: h("resolution_duration_seconds", "Time to resolve one image, by strategy and result (ok, no-tag, input, registry, internal).", "strategy", "result"),
@@ -46,5 +50,6 @@ func NewMetrics(m *cache.Metrics) *Metrics {
 		Refreshes:   refreshes,
 		TrackedApps: tracked,
 		Forgotten:   forgotten,
+		InvalidTags: invalid,
 	}
 }

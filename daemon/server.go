@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+	"github.com/google/go-containerregistry/pkg/name"
 )
 
 // API paths on the daemon's socket.
@@ -114,6 +115,13 @@ func (m *Metrics) observeResolution(req resolve.Request, a resolve.Answer, took 
 		result = string(a.ErrorKind)
 	}
 	m.Resolutions.WithLabelValues(strategy, result).Observe(took.Seconds())
+	if a.Result != nil && a.Result.InvalidTags > 0 {
+		registry := "invalid"
+		if ref, err := name.ParseReference(req.Image); err == nil {
+			registry = ref.Context().RegistryStr()
+		}
+		m.InvalidTags.WithLabelValues(registry).Add(float64(a.Result.InvalidTags))
+	}
 }
 
 // Handler serves the socket API: POST /v1/resolve and GET /v1/health.
