@@ -238,7 +238,7 @@ extraImagePaths:
 		t.Errorf("file extraImagePaths = %q", got)
 	}
 	// Platforms are normalised, sorted and de-duplicated.
-	c, err = load(t, nil, map[string]string{DefaultPlatformsEnv: "linux/arm64/v8, linux/amd64,linux/amd64"})
+	c, err = load(t, nil, map[string]string{DefaultPlatformsEnv: "linux/aarch64, linux/amd64,linux/amd64"})
 	if err != nil || c.Get("defaultPlatforms") != "linux/amd64,linux/arm64" {
 		t.Errorf("env defaultPlatforms = %q, %v", c.Get("defaultPlatforms"), err)
 	}

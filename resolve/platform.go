@@ -7,9 +7,12 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
-// Platform is an os/arch[/variant] triple, normalised so that equal platforms compare
-// equal (arm64 == arm64/v8, amd64 has no variant v1, ...). Its JSON and YAML form is
-// the string os/arch[/variant] (MarshalText), which round-trips.
+// Platform is an os/arch[/variant] triple. Architecture aliases are normalised
+// (aarch64 is arm64, x86_64 is amd64). A platform an image has is written without
+// its architecture's default variant (arm64/v8 is arm64, amd64/v1 is amd64); a
+// required platform keeps the variant it was written with, because a required
+// variant is matched exactly (see Satisfies). Its JSON and YAML form is the string
+// os/arch[/variant] (MarshalText), which round-trips.
 type Platform struct {
 	OS      string
 	Arch    string
@@ -18,7 +21,10 @@ type Platform struct {
 
 const platformAccepted = "os/arch[/variant], e.g. linux/amd64, linux/arm64, linux/arm/v7"
 
-// ParsePlatform parses "linux/arm64" or "linux/arm/v7".
+// ParsePlatform parses a required platform: "linux/arm64", "linux/arm64/v8" or
+// "linux/arm/v7". The variant is kept as written: linux/arm64 accepts every arm64
+// variant, linux/arm64/v8 only v8 (or an image that names no variant, v8 being
+// arm64's default).
 func ParsePlatform(s string) (Platform, error) {
 	parts := strings.Split(strings.TrimSpace(s), "/")
 	if len(parts) < 2 || len(parts) > 3 {
@@ -33,7 +39,7 @@ func ParsePlatform(s string) (Platform, error) {
 	if len(parts) == 3 {
 		p.Variant = parts[2]
 	}
-	return p.normalise(), nil
+	return p.normaliseArch(), nil
 }
 
 // ParsePlatforms parses a comma-separated list; empty items are ignored. The result
@@ -61,7 +67,9 @@ func SortPlatforms(ps []Platform) []Platform {
 	return slices.Compact(ps)
 }
 
-// PlatformOf converts a registry platform into a normalised Platform.
+// PlatformOf converts a registry platform (what an image has) into a normalised
+// Platform: architecture aliases resolved and the architecture's default variant
+// left out.
 func PlatformOf(p *v1.Platform) Platform {
 	if p == nil {
 		return Platform{}
@@ -69,18 +77,39 @@ func PlatformOf(p *v1.Platform) Platform {
 	return Platform{OS: p.OS, Arch: p.Architecture, Variant: p.Variant}.normalise()
 }
 
+// normalise is the form of a platform an image has: aliases resolved, the default
+// variant left out.
 func (p Platform) normalise() Platform {
-	switch {
-	case p.Arch == "arm64" && p.Variant == "v8":
+	p = p.normaliseArch()
+	if p.Variant != "" && p.Variant == defaultVariant[p.Arch] {
 		p.Variant = ""
-	case p.Arch == "amd64" && p.Variant == "v1":
-		p.Variant = ""
-	case p.Arch == "aarch64":
-		p.Arch, p.Variant = "arm64", ""
-	case p.Arch == "x86_64":
+	}
+	return p
+}
+
+// normaliseArch resolves architecture aliases (as containerd's platforms package
+// does) and keeps the variant.
+func (p Platform) normaliseArch() Platform {
+	switch p.Arch {
+	case "aarch64":
+		p.Arch = "arm64"
+	case "x86_64", "x86-64":
 		p.Arch = "amd64"
 	}
 	return p
+}
+
+// defaultVariant is the variant an image of an architecture has when it names
+// none. 32-bit arm has none here: its variants (v5, v6, v7) run different
+// instruction sets, and an image that does not say which is not assumed to be v7.
+var defaultVariant = map[string]string{"arm64": "v8", "amd64": "v1"}
+
+// variantOrDefault is p's variant, or its architecture's default when it names none.
+func (p Platform) variantOrDefault() string {
+	if p.Variant != "" {
+		return p.Variant
+	}
+	return defaultVariant[p.Arch]
 }
 
 // IsUnknown reports whether this is an attestation entry (unknown/unknown), which is
@@ -89,12 +118,15 @@ func (p Platform) IsUnknown() bool { return p.OS == "unknown" || p.Arch == "unkn
 
 // Satisfies reports whether an image built for p runs where req is required. A
 // required platform without a variant accepts any variant (linux/arm accepts
-// linux/arm/v7); a required variant must match exactly.
+// linux/arm/v7, linux/arm64 accepts linux/arm64/v9). A required variant must
+// match exactly, an image naming no variant having its architecture's default
+// (v8 for arm64, v1 for amd64; none for arm): linux/arm64/v8 accepts linux/arm64
+// and linux/arm64/v8, not an image that has only linux/arm64/v9.
 func (p Platform) Satisfies(req Platform) bool {
 	if p.OS != req.OS || p.Arch != req.Arch {
 		return false
 	}
-	return req.Variant == "" || req.Variant == p.Variant
+	return req.Variant == "" || req.variantOrDefault() == p.variantOrDefault()
 }
 
 func (p Platform) String() string {

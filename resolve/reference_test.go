@@ -63,15 +63,15 @@ func TestPlatforms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := joinPlatforms(ps); got != "linux/amd64,linux/arm64" {
-		t.Errorf("ParsePlatforms = %s, want linux/amd64,linux/arm64 (arm64 == arm64/v8, sorted, unique)", got)
+	if got := joinPlatforms(ps); got != "linux/amd64,linux/arm64,linux/arm64/v8" {
+		t.Errorf("ParsePlatforms = %s, want linux/amd64,linux/arm64,linux/arm64/v8 (a required variant is kept, sorted, unique)", got)
 	}
 	arm7, _ := ParsePlatform("linux/arm/v7")
 	arm, _ := ParsePlatform("linux/arm")
 	if !arm7.Satisfies(arm) || arm.Satisfies(arm7) {
 		t.Error("linux/arm must accept linux/arm/v7, and linux/arm/v7 must not accept an unknown variant")
 	}
-	if m := missingPlatforms(ps[1:], ps); len(m) != 1 || m[0].Arch != "amd64" {
+	if m := missingPlatforms(ps[1:2], ps); len(m) != 1 || m[0].Arch != "amd64" {
 		t.Errorf("missingPlatforms = %v", m)
 	}
 }
