@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
@@ -19,11 +20,12 @@ func (m *merger) compile(alias string, fi *fileImage, merged [numFields]value) *
 			where, alias, alias, PolicyFileName, alias, ParamImageList)
 		return nil
 	}
+	m.dropIgnoredListTag(alias, &merged)
 	spec := resolve.PolicySpec{
 		Strategy:   merged[fStrategy].str,
 		Constraint: merged[fConstraint].str,
-		AllowTags:  merged[fAllow].str,
-		IgnoreTags: slices.Clone(merged[fIgnore].list),
+		AllowTags:  canonicalAllowTags(merged[fAllow].str),
+		IgnoreTags: canonicalIgnoreTags(merged[fIgnore].list),
 		Platforms:  slices.Clone(merged[fPlatforms].list),
 		PinDigest:  merged[fPinDigest].b,
 	}
@@ -83,4 +85,23 @@ func fieldLabel(alias string, merged [numFields]value, f field, fi *fileImage) s
 		return fmt.Sprintf("file %s key images.%s.constraint", PolicyFileName, fi.key)
 	}
 	return fmt.Sprintf("%s (%s constraint)", img.src, alias)
+}
+
+// dropIgnoredListTag accepts an image-list entry's tag under a strategy that has no
+// use for one (newest-build, alphabetical, numeric), as argocd-image-updater does
+// (app=org/app:latest with newest-build): the tag is ignored, with a warning, as old
+// strategy names are. A constraint written in the policy file stays an error there:
+// the file is this project's vocabulary.
+func (m *merger) dropIgnoredListTag(alias string, merged *[numFields]value) {
+	c := merged[fConstraint]
+	if !c.set || strings.TrimSpace(c.str) == "" || c.src != paramSource(ParamImageList) {
+		return
+	}
+	st, _, err := resolve.ParseStrategy(merged[fStrategy].str)
+	if err != nil || (st != resolve.NewestBuild && st != resolve.Alphabetical && st != resolve.Numeric) {
+		return
+	}
+	m.warn(fmt.Sprintf("%s (%s constraint): %q is ignored with update-strategy %s (from %s), as argocd-image-updater ignores it; remove \":%s\" from the entry, and filter tags with allow-tags/ignore-tags",
+		c.src, alias, c.str, st, merged[fStrategy].label(), c.str))
+	merged[fConstraint] = value{}
 }

@@ -413,9 +413,9 @@ func (m *merger) checkValues(vals []value) {
 				m.warn(v.label() + ": " + warn)
 			}
 		case fAllow:
-			_, err = resolve.ParseAllowTags(v.str)
+			_, err = resolve.ParseAllowTags(canonicalAllowTags(v.str))
 		case fIgnore:
-			_, err = resolve.ParseIgnoreTags(v.list...)
+			_, err = resolve.ParseIgnoreTags(canonicalIgnoreTags(v.list)...)
 		case fPlatforms:
 			_, err = resolve.ParsePlatforms(v.list...)
 		}
