@@ -6,7 +6,7 @@ BIN := $(CURDIR)/bin
 REGISTRY_BIN := $(CACHE)/bin/registry
 export PATH := $(CACHE)/bin:$(PATH)
 
-.PHONY: all build demo test test-unit test-e2e e2e e2e-build bench bench-tools e2e-registry vet fuzz clean
+.PHONY: all build image demo test test-unit test-e2e e2e e2e-build bench bench-tools e2e-registry vet fuzz clean
 
 all: build
 
@@ -18,6 +18,19 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/argocd-image-resolver ./cmd/argocd-image-resolver
 	$(GO) build -o $(BIN)/argocd-image-resolver-generate ./cmd/argocd-image-resolver-generate
+
+## image: the sidecar's OCI image without a Docker engine (deploy/image): static binaries
+## for IMAGE_ARCH, CA certificates, user 999, no shell; an OCI layout in bin/image/ and
+## bin/image.tar for `docker load` / `crane push`. Timestamps are SOURCE_DATE_EPOCH (the
+## commit's time by default), so the same commit gives the same digest.
+IMAGE ?= ghcr.io/argocd-image-resolver/argocd-image-resolver:$(VERSION)
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" \
+		-o $(BIN)/linux_$(IMAGE_ARCH)/ ./cmd/argocd-image-resolver ./cmd/argocd-image-resolver-generate
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./cmd/build-image -bin $(BIN)/linux_$(IMAGE_ARCH) \
+		-version $(VERSION) -revision $(COMMIT) -tag $(IMAGE) -layout $(BIN)/image -tar $(BIN)/image.tar
 
 ## demo: resolve and render the sample apps against an embedded registry (no network, no cluster)
 demo: build

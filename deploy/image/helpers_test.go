@@ -1,0 +1,223 @@
+package image
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+)
+
+// What the test binaries are stamped with, as make image stamps them.
+const (
+	testVersion  = "v0.0.0-imagetest"
+	testRevision = "0123456789abcdef0123456789abcdef01234567"
+)
+
+// testCreated is the fixed time of the test images.
+var testCreated = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+const modulePath = "github.com/argocd-image-resolver/argocd-image-resolver"
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// staticBinaries builds Binaries as make image does (CGO_ENABLED=0, -trimpath, -s -w,
+// version and commit stamped) and the stand-in CMP server (testdata/cmpserver), once
+// per test binary, and returns their directory.
+func staticBinaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "image-test-bin")
+		if buildErr != nil {
+			return
+		}
+		pkgs := []string{}
+		for _, b := range Binaries {
+			pkgs = append(pkgs, modulePath+"/cmd/"+b)
+		}
+		pkgs = append(pkgs, modulePath+"/deploy/image/testdata/cmpserver")
+		cmd := exec.Command("go", append([]string{"build", "-trimpath",
+			"-ldflags", "-s -w -X main.version=" + testVersion + " -X main.commit=" + testRevision,
+			"-o", buildDir + string(filepath.Separator)}, pkgs...)...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("%s: %w\n%s", cmd, err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("building the static binaries: %v", buildErr)
+	}
+	return buildDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// testImage builds the image of the static test binaries.
+func testImage(t *testing.T) v1.Image {
+	t.Helper()
+	img, err := Build(Options{BinDir: staticBinaries(t), Version: testVersion, Revision: testRevision, Created: testCreated})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// fileInfo is what the tests compare of one file of a root filesystem.
+type fileInfo struct {
+	Type     byte // tar.TypeDir or tar.TypeReg
+	Mode     int64
+	UID, GID int
+	Size     int64
+}
+
+func (f fileInfo) String() string {
+	return fmt.Sprintf("type %c mode %#o owner %d:%d size %d", f.Type, f.Mode, f.UID, f.GID, f.Size)
+}
+
+// filesOf lists the image's flattened filesystem by path (no leading slash, no
+// trailing slash), with each regular file's content when keep(path) says so.
+func filesOf(t *testing.T, img v1.Image, keep func(string) bool) (map[string]fileInfo, map[string][]byte) {
+	t.Helper()
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	files, data := map[string]fileInfo{}, map[string][]byte{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := strings.TrimSuffix(strings.TrimPrefix(h.Name, "/"), "/")
+		files[p] = fileInfo{Type: h.Typeflag, Mode: h.Mode, UID: h.Uid, GID: h.Gid, Size: h.Size}
+		if h.Typeflag == tar.TypeReg && keep != nil && keep(p) {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data[p] = b
+		}
+	}
+	return files, data
+}
+
+// unpack writes the image's flattened filesystem under dir with modes and owners, as
+// a container runtime does (needs root for the owners).
+func unpack(t *testing.T, img v1.Image, dir string) {
+	t.Helper()
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, filepath.FromSlash(strings.TrimSuffix(h.Name, "/")))
+		if !strings.HasPrefix(p, dir+string(filepath.Separator)) {
+			t.Fatalf("image entry %q leaves the root", h.Name)
+		}
+		mode := fs.FileMode(h.Mode).Perm()
+		if h.Mode&0o1000 != 0 {
+			mode |= fs.ModeSticky
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeReg:
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.Copy(f, tr); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatalf("image entry %q has type %c, which the image should not hold", h.Name, h.Typeflag)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(p, h.Uid, h.Gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// readTree lists the files under dir as filesOf lists an image's.
+func readTree(dir string) (map[string]fileInfo, error) {
+	files := map[string]fileInfo{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		info, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		fi := fileInfo{Mode: int64(info.Mode().Perm())}
+		if info.Mode()&fs.ModeSticky != 0 {
+			fi.Mode |= 0o1000
+		}
+		switch {
+		case info.IsDir():
+			fi.Type = tar.TypeDir
+		case info.Mode().IsRegular():
+			fi.Type, fi.Size = tar.TypeReg, info.Size()
+		default:
+			return fmt.Errorf("%s: unexpected file type %v", p, info.Mode().Type())
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			fi.UID, fi.GID = int(st.Uid), int(st.Gid)
+		}
+		files[filepath.ToSlash(rel)] = fi
+		return nil
+	})
+	return files, err
+}
