@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
@@ -329,6 +331,19 @@ func TestImage(t *testing.T) {
 		}
 		if err := validate.Image(fromLayout); err != nil {
 			t.Errorf("the layout's image does not validate: %v", err)
+		}
+		// As crane push sends it (remote.Write of the tarball's image): the registry
+		// stores the same digest.
+		reg := registrytest.New(t)
+		pushed, err := name.NewTag(reg.Ref("argocd-image-resolver") + ":" + testVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Write(pushed, fromTar); err != nil {
+			t.Fatalf("pushing the tarball's image: %v", err)
+		}
+		if desc, err := remote.Head(pushed); err != nil || desc.Digest != digest {
+			t.Errorf("the registry holds %v (%v), want %s", desc, err, digest)
 		}
 		// Writing twice gives the same bytes.
 		l1, t1 := out(1)
