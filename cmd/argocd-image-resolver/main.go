@@ -75,7 +75,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.Version = buildVersion().Version
 	root.SetVersionTemplate(buildVersion().String() + "\n")
 	root.AddCommand(newResolveCommand(), newGenerateCommand(), newPreviewCommand(), newParametersCommand(),
-		newServeCommand(), newSidecarCommand(), newVersionCommand())
+		newServeCommand(), newSidecarCommand(), newVersionCommand(), newMigrateCommand())
 	return root
 }
 

@@ -1,0 +1,601 @@
+package migrate
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
+	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+)
+
+// Kind says what a finding means for the migrated app.
+type Kind int
+
+const (
+	// Lost is something that could not be carried over: the migrated app does
+	// without it (--check fails).
+	Lost Kind = iota
+	// Differs is a word the two tools read differently: carried over with the
+	// resolver's meaning, and the spelling that keeps argocd-image-updater's.
+	Differs
+	// Note is carried over, or not needed, with nothing lost; said so the change
+	// is never silent.
+	Note
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Lost:
+		return "not carried over"
+	case Differs:
+		return "differs"
+	}
+	return "note"
+}
+
+// Finding is one thing migrate says about an object, as a YAML comment above it.
+type Finding struct {
+	Kind Kind
+	Text string
+}
+
+// param is one plugin parameter: a string, an array or a map.
+type param struct {
+	name  string
+	kind  plugin.ParamKind
+	str   string
+	array []string
+	mp    map[string]string
+}
+
+// credential is a registry credential an app's configuration names.
+type credential struct {
+	prefix, source, from string
+}
+
+// converted is an app's configuration in this project's parameter vocabulary.
+type converted struct {
+	params   []param
+	findings []Finding
+	creds    []credential
+}
+
+func (c *converted) add(k Kind, format string, args ...any) {
+	c.findings = append(c.findings, Finding{Kind: k, Text: fmt.Sprintf(format, args...)})
+}
+
+func (c *converted) str(name, v string) {
+	c.params = append(c.params, param{name: name, kind: plugin.KindString, str: v})
+}
+
+// appSource is what the conversion needs to know of the Application's source.
+type appSource struct {
+	repoURL, path string
+}
+
+var aliasRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+
+// ourAlias spells an argocd-image-updater alias as the resolver's parameters
+// accept it: "/" is "_" in both; "." (allowed by the ImageUpdater resource) and
+// other characters become "_" here.
+func ourAlias(a string) string {
+	a = normaliseAlias(strings.TrimSpace(a))
+	var b strings.Builder
+	for i, r := range a {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || (i > 0 && (r == '_' || r == '-'))
+		if ok {
+			b.WriteRune(r)
+		} else {
+			b.WriteRune('_')
+		}
+	}
+	s := b.String()
+	if len(s) > 128 {
+		s = s[:128]
+	}
+	return s
+}
+
+// deriveAlias is the alias the plugin gives an image-list entry without alias=:
+// the last path segment of the repository, "." read as "_".
+func deriveAlias(written string) string {
+	last := written[strings.LastIndex(written, "/")+1:]
+	return strings.ReplaceAll(last, ".", "_")
+}
+
+// strategyOf reads an update-strategy as argocd-image-updater reads it
+// (case-insensitively; latest and name are old names; anything else is semver).
+func strategyOf(s setting, c *converted) resolve.Strategy {
+	if !s.set {
+		return resolve.Semver
+	}
+	switch v := strings.ToLower(strings.TrimSpace(s.v)); v {
+	case "semver", "":
+		return resolve.Semver
+	case "newest-build", "latest":
+		if v == "latest" {
+			c.add(Note, "%s: update-strategy %q is argocd-image-updater's old name of newest-build; written newest-build", s.from, s.v)
+		}
+		return resolve.NewestBuild
+	case "alphabetical", "name":
+		if v == "name" {
+			c.add(Note, "%s: update-strategy %q is argocd-image-updater's old name of alphabetical; written alphabetical", s.from, s.v)
+		}
+		return resolve.Alphabetical
+	case "digest":
+		return resolve.Digest
+	default:
+		c.add(Note, "%s: update-strategy %q is unknown to argocd-image-updater, which used semver in its place; written semver", s.from, s.v)
+		return resolve.Semver
+	}
+}
+
+// allowOf reads an allow-tags value as argocd-image-updater reads it. ok is false
+// when it matched no tag there (an unknown function, a regexp that does not
+// compile): argocd-image-updater then never updated the image.
+func allowOf(s setting) (v string, ok bool, why string) {
+	t := strings.TrimSpace(s.v)
+	if strings.EqualFold(t, "any") {
+		return "any", true, ""
+	}
+	fn, arg, found := strings.Cut(t, ":")
+	if !found {
+		return "", false, "not a match function (regexp:EXPR or any)"
+	}
+	if !strings.EqualFold(fn, "regexp") {
+		return "", false, fmt.Sprintf("unknown match function %q (argocd-image-updater knows regexp: and any)", fn)
+	}
+	if _, err := regexp.Compile(arg); err != nil {
+		return "", false, fmt.Sprintf("the regular expression does not compile: %v", err)
+	}
+	return "regexp:" + arg, true, ""
+}
+
+// ignoreOf keeps the ignore-tags globs that mean the same here; it drops items
+// that matched no tag in argocd-image-updater (which reads every item as a glob):
+// a "regexp:" item (a regular expression here) and a malformed glob.
+func ignoreOf(s setting, c *converted) []string {
+	var keep []string
+	for _, it := range s.list {
+		switch {
+		case strings.HasPrefix(strings.ToLower(it), "regexp:"):
+			c.add(Note, "%s: item %q is a glob to argocd-image-updater, which matches no tag (a tag has no \":\"), and a regular expression here; left out, so nothing changes", s.from, it)
+		case !validGlob(it):
+			c.add(Note, "%s: item %q is not a valid glob; argocd-image-updater matched no tag with it; left out", s.from, it)
+		default:
+			keep = append(keep, it)
+		}
+	}
+	return keep
+}
+
+func validGlob(p string) bool {
+	p = strings.TrimPrefix(p, "glob:")
+	_, err := path.Match(p, "")
+	return err == nil && p != ""
+}
+
+// platformsOf keeps the platforms the resolver reads; an entry it cannot read is
+// one argocd-image-updater could not match either (it compares the strings). ok is
+// false when none is left: no tag ever qualified there.
+func platformsOf(s setting, c *converted) (keep []string, ok bool) {
+	for _, it := range s.list {
+		if _, err := resolve.ParsePlatform(it); err != nil {
+			c.add(Note, "%s: platform %q matches no image in argocd-image-updater and is refused here (accepted: os/arch[/variant], lowercase); left out", s.from, it)
+			continue
+		}
+		keep = append(keep, it)
+	}
+	return keep, len(keep) > 0 || len(s.list) == 0
+}
+
+// platformsDiffer says, once per setting, that several platforms mean "any one"
+// there and "every one" here, and offers the spelling that keeps the intent.
+func platformsDiffer(s setting, keep []string, c *converted, said map[string]bool) {
+	if len(keep) < 2 || said[s.from] {
+		return
+	}
+	said[s.from] = true
+	groups := map[string]bool{}
+	for _, p := range keep {
+		q, _ := resolve.ParsePlatform(p)
+		groups[q.OS+"/"+q.Arch] = true
+	}
+	offer := ""
+	if len(groups) == 1 {
+		for g := range groups {
+			offer = fmt.Sprintf("to accept a tag that has any of them, write %s (without a variant: any variant)", g)
+		}
+	} else {
+		offer = fmt.Sprintf("to accept a tag that has any one of them, name only the platform the workload runs on (one of %s), or leave platforms out so the workload's nodeSelector/affinity decides", strings.Join(keep, ", "))
+	}
+	c.add(Differs, "%s: platforms %s: argocd-image-updater accepted a tag that has any one of them; the resolver requires every one (the workload may land on each), and carries that meaning over; %s", s.from, strings.Join(keep, ","), offer)
+}
+
+// credentialOf reads a pull-secret; argocd-image-updater ignored one it could
+// not parse.
+func credentialOf(s setting, c *converted) (string, bool) {
+	src, err := resolve.ParseCredentialSource(s.v)
+	if err != nil {
+		c.add(Note, "%s: pull-secret %q: %v; argocd-image-updater ignored it too (accepted: secret:NAMESPACE/NAME#FIELD, pullsecret:NAMESPACE/NAME, env:VAR, ext:/path)", s.from, s.v, err)
+		return "", false
+	}
+	return src.String(), true
+}
+
+// convert turns an app's argocd-image-updater configuration into plugin
+// parameters, the credentials it names and what could not be carried over.
+func convert(conf *appConf, src appSource) converted {
+	var c converted
+	for _, u := range conf.unread {
+		c.add(Lost, "%s", u)
+	}
+
+	// Write-back first: the Helm keys depend on the pin target.
+	pinMode, pinTarget, pinBranch := convertWriteBack(conf, src, &c)
+
+	// Application-wide settings.
+	common := conf.common
+	var appWide []param
+	commonStrategy := resolve.Semver
+	if common.strategy.set {
+		commonStrategy = strategyOf(common.strategy, &c)
+		appWide = append(appWide, param{name: plugin.KeyUpdateStrategy, kind: plugin.KindString, str: string(commonStrategy)})
+	}
+	commonAllowOK := true
+	if common.allow.set {
+		v, ok, why := allowOf(common.allow)
+		if ok {
+			appWide = append(appWide, param{name: plugin.KeyAllowTags, kind: plugin.KindString, str: v})
+		} else {
+			commonAllowOK = false
+			c.add(Lost, "%s: allow-tags %q: %s; argocd-image-updater matched no tag with it, so it never updated the images that use it; they are left out of image-list (the resolver leaves them as written too)", common.allow.from, common.allow.v, why)
+		}
+	}
+	if common.ignore.set {
+		if keep := ignoreOf(common.ignore, &c); len(keep) > 0 {
+			appWide = append(appWide, param{name: plugin.KeyIgnoreTags, kind: plugin.KindString, str: strings.Join(keep, ",")})
+		}
+	}
+	said := map[string]bool{}
+	commonPlatforms, commonPlatformsOK := []string(nil), true
+	if common.platforms.set {
+		commonPlatforms, commonPlatformsOK = platformsOf(common.platforms, &c)
+		if len(commonPlatforms) > 0 {
+			appWide = append(appWide, param{name: plugin.KeyPlatforms, kind: plugin.KindString, str: strings.Join(commonPlatforms, ",")})
+		}
+		if !commonPlatformsOK {
+			c.add(Lost, "%s: no platform it names can match an image, so argocd-image-updater never updated the images that use it; they are left out of image-list", common.platforms.from)
+		}
+	}
+	if common.forceUpdate.set {
+		forceUpdateNote(common.forceUpdate, &c)
+	}
+
+	// Images.
+	var entries []string
+	var perAlias []param
+	usedAlias := map[string]bool{}
+	noPlatforms := false
+	for _, img := range conf.images {
+		repo, written, constraint, err := resolve.ParseImageSpec(img.spec)
+		if err != nil {
+			c.add(Lost, "%s: image %q: %v; left out of image-list", img.from, img.spec, err)
+			continue
+		}
+		label := fmt.Sprintf("image %s", written)
+		if img.alias != "" {
+			label = fmt.Sprintf("image %q (%s)", img.alias, written)
+		}
+		// The alias.
+		alias, explicit := "", img.alias != ""
+		if explicit {
+			alias = ourAlias(img.alias)
+			if alias != normaliseAlias(img.alias) {
+				c.add(Note, "%s: alias %q is written %q here (aliases are letters, digits, - and _)", img.from, img.alias, alias)
+			}
+		} else {
+			alias = deriveAlias(written)
+			if !aliasRE.MatchString(alias) {
+				alias, explicit = ourAlias(alias), true
+			}
+		}
+		if usedAlias[alias] {
+			base := alias
+			for n := 2; usedAlias[alias]; n++ {
+				alias = fmt.Sprintf("%s-%d", base, n)
+			}
+			explicit = true
+			c.add(Note, "%s: alias %q is taken by another image of the app; written %q", img.from, base, alias)
+		}
+		// The settings in effect: the image's, else the application-wide ones.
+		s := img.settings
+		strategy := commonStrategy
+		if s.strategy.set {
+			strategy = strategyOf(s.strategy, &c)
+		}
+		var mine []param
+		if s.strategy.set {
+			mine = append(mine, param{name: alias + "." + plugin.KeyUpdateStrategy, kind: plugin.KindString, str: string(strategy)})
+		}
+		// The constraint, as the strategy reads it.
+		switch strategy {
+		case resolve.Semver:
+			if constraint != "" {
+				if _, err := (resolve.PolicySpec{Constraint: constraint}).Compile(); err != nil {
+					c.add(Lost, "%s: %q is not a semver constraint, so argocd-image-updater never updated this image (update-strategy semver); left out of image-list, so the resolver leaves it as written too; write a range (e.g. ~1.2) or choose another update-strategy to have it resolved", img.from, constraint)
+					continue
+				}
+			}
+		case resolve.Digest:
+			if constraint == "" || resolve.CheckTag(constraint) != nil {
+				c.add(Lost, "%s: update-strategy digest follows the tag after \":\", and %q names none; left out of image-list", img.from, img.spec)
+				continue
+			}
+		default:
+			if constraint != "" {
+				c.add(Note, "%s: the tag %q is ignored by update-strategy %s, in argocd-image-updater as here; left out of the entry", img.from, constraint, strategy)
+				constraint = ""
+			}
+		}
+		if s.allow.set {
+			v, ok, why := allowOf(s.allow)
+			if !ok {
+				c.add(Lost, "%s: allow-tags %q: %s; argocd-image-updater matched no tag with it and never updated %s; left out of image-list (the resolver leaves it as written too)", s.allow.from, s.allow.v, why, label)
+				continue
+			}
+			mine = append(mine, param{name: alias + "." + plugin.KeyAllowTags, kind: plugin.KindString, str: v})
+		} else if !commonAllowOK {
+			continue
+		}
+		if s.ignore.set {
+			keep := ignoreOf(s.ignore, &c)
+			// An empty list still overrides the application-wide one, as there.
+			mine = append(mine, param{name: alias + "." + plugin.KeyIgnoreTags, kind: plugin.KindString, str: strings.Join(keep, ",")})
+		}
+		if s.platforms.set {
+			keep, ok := platformsOf(s.platforms, &c)
+			if !ok {
+				c.add(Lost, "%s: no platform it names can match an image, so argocd-image-updater never updated %s; left out of image-list", s.platforms.from, label)
+				continue
+			}
+			mine = append(mine, param{name: alias + "." + plugin.KeyPlatforms, kind: plugin.KindString, str: strings.Join(keep, ",")})
+			platformsDiffer(s.platforms, keep, &c, said)
+		} else if common.platforms.set {
+			if !commonPlatformsOK {
+				continue
+			}
+			platformsDiffer(common.platforms, commonPlatforms, &c, said)
+		} else {
+			noPlatforms = true
+		}
+		if s.forceUpdate.set {
+			forceUpdateNote(s.forceUpdate, &c)
+		}
+		// Credentials.
+		ps := s.pullSecret
+		if !ps.set {
+			ps = common.pullSecret
+		}
+		if ps.set {
+			if cred, ok := credentialOf(ps, &c); ok {
+				c.creds = append(c.creds, credential{prefix: resolve.RepoKey(repo), source: cred, from: ps.from})
+			}
+		}
+		// Where pins of this image go in a Helm values file.
+		mine = append(mine, helmKeys(img, alias, pinTarget, len(conf.images), &c)...)
+		if img.kustomizeName.set {
+			kn := img.kustomizeName
+			if strings.HasPrefix(pinTarget, pin.TargetKustomization) {
+				c.add(Note, "%s: kustomize.image-name %q: not needed; pin-target kustomization edits the images: entry whose name (else newName) is the image's repository", kn.from, kn.v)
+			} else {
+				c.add(Note, "%s: kustomize.image-name %q: not needed; the resolver rewrites the image in the rendered manifests, after Kustomize's images transformer", kn.from, kn.v)
+			}
+		}
+
+		usedAlias[alias] = true
+		entry := written
+		if constraint != "" {
+			entry += ":" + constraint
+		}
+		if explicit {
+			entry = alias + "=" + entry
+		}
+		entries = append(entries, entry)
+		perAlias = append(perAlias, mine...)
+	}
+	if noPlatforms && len(entries) > 0 {
+		c.add(Note, "platforms: where none were given, argocd-image-updater required its own pod's platform (usually linux/amd64); the resolver requires the workload's nodeSelector/affinity platforms, else the operator's defaultPlatforms; write platforms: linux/amd64 to keep the old check")
+	}
+
+	if len(entries) > 0 {
+		c.str(plugin.ParamImageList, strings.Join(entries, ", "))
+	}
+	c.params = append(c.params, appWide...)
+	c.params = append(c.params, perAlias...)
+	if pinMode != "" {
+		c.str(plugin.ParamPinMode, pinMode)
+		if pinTarget != "" && pinTarget != pin.TargetPins {
+			c.str(plugin.ParamPinTarget, pinTarget)
+		}
+		if pinBranch != "" {
+			c.str(plugin.ParamPinBranch, pinBranch)
+		}
+	}
+	return c
+}
+
+func forceUpdateNote(s setting, c *converted) {
+	c.add(Note, "%s: force-update %q: not needed; every image the policy names is rewritten wherever it appears in a pod template of the rendered manifests (image fields of custom resources are declared by the operator: extraImagePaths)", s.from, s.v)
+}
+
+// helmKeys carries the Helm values keys of an image over when pins are written to
+// a Helm values file; otherwise they are not needed.
+func helmKeys(img imageConf, alias, pinTarget string, images int, c *converted) []param {
+	keys := []struct {
+		s   setting
+		key string
+	}{{img.helmName, plugin.KeyHelmImageName}, {img.helmTag, plugin.KeyHelmImageTag}, {img.helmSpec, plugin.KeyHelmImageSpec}}
+	if !strings.HasPrefix(pinTarget, pin.TargetHelmValues+":") {
+		for _, k := range keys {
+			if k.s.set {
+				c.add(Note, "%s: %s %q: not needed; the resolver rewrites the image in the rendered manifests, whatever the values say", k.s.from, k.key, k.s.v)
+			}
+		}
+		return nil
+	}
+	var out []param
+	for _, k := range keys {
+		if k.s.set {
+			out = append(out, param{name: alias + "." + k.key, kind: plugin.KindString, str: strings.TrimSpace(k.s.v)})
+		}
+	}
+	if len(out) == 0 && images > 1 {
+		// argocd-image-updater's defaults, written out: the resolver's default
+		// (image.tag) is for an app with one image only.
+		c.add(Note, "%s: pins go to a Helm values file: argocd-image-updater's default keys image.name and image.tag written out for alias %q", img.from, alias)
+		out = append(out,
+			param{name: alias + "." + plugin.KeyHelmImageName, kind: plugin.KindString, str: "image.name"},
+			param{name: alias + "." + plugin.KeyHelmImageTag, kind: plugin.KindString, str: "image.tag"})
+	}
+	return out
+}
+
+// convertWriteBack maps write-back-method, write-back-target and git-branch to
+// pin-mode, pin-target and pin-branch.
+func convertWriteBack(conf *appConf, src appSource, c *converted) (mode, target, branch string) {
+	git := false
+	if conf.method.set {
+		m := strings.TrimSpace(conf.method.v)
+		switch {
+		case m == "argocd" || m == "":
+			c.add(Note, "%s: write-back-method %q: not needed; the rendered manifests carry the resolved tags and nothing is written to the Application", conf.method.from, conf.method.v)
+		case m == "git" || strings.HasPrefix(m, "git:"):
+			git = true
+			mode = pin.ModeUse
+			c.add(Note, "%s: write-back-method %q is pin-mode use: renders take images from the pins in git, and the sidecar's daemon commits each new match (pin-mode write records them and renders live)", conf.method.from, m)
+			if creds := strings.TrimPrefix(strings.TrimPrefix(m, "git"), ":"); creds != "" {
+				c.add(Lost, "%s: git credentials %q: pins are committed by the sidecar's daemon with the operator's git.credentials (one configuration for every app)", conf.method.from, creds)
+			}
+		default:
+			c.add(Lost, "%s: write-back-method %q: unknown (argocd-image-updater knows argocd, git and git:<credentials>)", conf.method.from, conf.method.v)
+		}
+	}
+	if !git {
+		for _, s := range []setting{conf.target, conf.branch, conf.repository} {
+			if s.set {
+				c.add(Note, "%s: %q is used by argocd-image-updater only with write-back-method git; it had no effect and is left out", s.from, s.v)
+			}
+		}
+		for _, s := range conf.gitOther {
+			c.add(Note, "%s: %q is used by argocd-image-updater only with write-back-method git; it had no effect and is left out", s.from, s.v)
+		}
+		return "", "", ""
+	}
+	target = pin.TargetPins
+	if conf.target.set {
+		target = convertTarget(conf.target, src, c)
+	} else {
+		c.add(Note, "write-back target: argocd-image-updater's .argocd-source-<app>.yaml is neither read nor written by the resolver; pins go to %s beside the app; remove the old file once the app renders through the plugin (Argo CD still merges it into the source)", pin.PinsFile)
+	}
+	if conf.branch.set {
+		b := strings.TrimSpace(conf.branch.v)
+		base, newBranch, split := strings.Cut(b, ":")
+		if split {
+			c.add(Lost, "%s: git-branch %q: write-back to a new branch (%s) is not supported; pins are committed to %q", conf.branch.from, b, newBranch, base)
+		}
+		if err := pin.CheckBranch(base); err != nil {
+			c.add(Lost, "%s: git-branch %q: %v", conf.branch.from, base, err)
+		} else if base != "" {
+			branch = base
+		}
+	}
+	if conf.repository.set {
+		if sameRepo(conf.repository.v, src.repoURL) {
+			c.add(Note, "%s: git-repository %q: not needed; pins are committed to the Application's source repository", conf.repository.from, conf.repository.v)
+		} else {
+			c.add(Lost, "%s: git-repository %q: pins are committed to the Application's source repository (%s) only", conf.repository.from, conf.repository.v, src.repoURL)
+		}
+	}
+	for _, s := range conf.gitOther {
+		c.add(Lost, "%s: %q: set once for every app on the sidecar by the operator (git.message, git.author, git.signingKeyFile)", s.from, s.v)
+	}
+	return mode, target, branch
+}
+
+// sameRepo compares git URLs loosely: scheme, a trailing .git and / aside.
+func sameRepo(a, b string) bool {
+	n := func(s string) string {
+		s = strings.TrimSpace(strings.ToLower(s))
+		if _, rest, ok := strings.Cut(s, "://"); ok {
+			s = rest
+		}
+		s = strings.TrimSuffix(strings.TrimSuffix(s, "/"), ".git")
+		return s
+	}
+	return n(a) == n(b)
+}
+
+// convertTarget maps write-back-target to pin-target. argocd-image-updater reads
+// a path with a leading / from the repository root and any other from the app's
+// path; pin-target paths are relative to the app directory and stay inside it.
+func convertTarget(s setting, src appSource, c *converted) string {
+	v := strings.TrimSpace(s.v)
+	kind, p, hasPath := strings.Cut(v, ":")
+	rel := func() (string, bool) {
+		if strings.HasPrefix(p, "/") {
+			appDir := path.Clean("/" + src.path)
+			full := path.Clean(p)
+			if full == appDir {
+				return ".", true
+			}
+			r, ok := strings.CutPrefix(full, strings.TrimSuffix(appDir, "/")+"/")
+			return r, ok
+		}
+		r := path.Clean(p)
+		return r, r != ".." && !strings.HasPrefix(r, "../")
+	}
+	switch kind {
+	case "kustomization":
+		if !hasPath {
+			return pin.TargetKustomization
+		}
+		if r, ok := rel(); ok && r == "." {
+			return pin.TargetKustomization
+		}
+		c.add(Lost, "%s: write-back-target %q: pin-target kustomization edits only the app's own kustomization.yaml (%s), not another directory's; pins go to %s instead", s.from, v, path.Join(src.path, pin.KustomizationFile), pin.PinsFile)
+		return pin.TargetPins
+	case "helmvalues":
+		if !hasPath {
+			p = "values.yaml"
+		}
+		r, ok := rel()
+		if !ok {
+			c.add(Lost, "%s: write-back-target %q: the values file is outside the app's directory (%s); pin-target helmvalues names a file inside it; pins go to %s instead", s.from, v, src.path, pin.PinsFile)
+			return pin.TargetPins
+		}
+		t := pin.TargetHelmValues + ":" + r
+		if _, err := pin.ParseTarget(t, nil); err != nil {
+			c.add(Lost, "%s: write-back-target %q: %v; pins go to %s instead", s.from, v, err, pin.PinsFile)
+			return pin.TargetPins
+		}
+		if t != pin.TargetHelmValues+":"+p {
+			c.add(Note, "%s: write-back-target %q is written %s (relative to the app's directory)", s.from, v, t)
+		}
+		return t
+	}
+	c.add(Lost, "%s: write-back-target %q: unknown (argocd-image-updater knows kustomization[:path] and helmvalues[:path]); pins go to %s", s.from, v, pin.PinsFile)
+	return pin.TargetPins
+}
+
+// sortFindings orders findings: what was lost first, then differences, then notes,
+// each in the order found.
+func sortFindings(fs []Finding) []Finding {
+	out := slices.Clone(fs)
+	slices.SortStableFunc(out, func(a, b Finding) int { return int(a.Kind) - int(b.Kind) })
+	return slices.CompactFunc(out, func(a, b Finding) bool { return a == b })
+}
