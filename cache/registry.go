@@ -68,6 +68,7 @@ type Registry struct {
 	blobs     *lru[[]byte]
 	sfMan     singleflight.Group
 	sfBlob    singleflight.Group
+	shared    *Redis // the installation's shared tier; nil for none
 
 	ctx    context.Context // parent of every fetch; cancelled by Close
 	cancel context.CancelFunc
@@ -88,6 +89,7 @@ type options struct {
 	metrics           *Metrics
 	cleanupInterval   time.Duration
 	backgroundRefresh int
+	redis             *Redis
 }
 
 // Option configures a Registry.
@@ -123,6 +125,11 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.clock 
 // WithMetrics records into m (default: a Registry of its own).
 func WithMetrics(m *Metrics) Option { return func(o *options) { o.metrics = m } }
 
+// WithRedis shares the registry view with the other daemons of the installation
+// through Redis (see Redis): lookups go memory -> Redis -> registry. nil: no
+// shared tier. The Registry closes it on Close.
+func WithRedis(rd *Redis) Option { return func(o *options) { o.redis = rd } }
+
 // NewRegistry returns a cache in front of inner. Give inner no memo of its own
 // (resolve.WithoutMemo): this cache bounds memory, the Remote's memo does not.
 func NewRegistry(inner resolve.Registry, opts ...Option) *Registry {
@@ -144,10 +151,10 @@ func NewRegistry(inner resolve.Registry, opts ...Option) *Registry {
 	if o.metrics == nil {
 		o.metrics = NewMetrics()
 	}
-	r := &Registry{inner: inner, o: o, m: o.metrics, bgSem: make(chan struct{}, max(o.backgroundRefresh, 1))}
+	r := &Registry{inner: inner, o: o, m: o.metrics, shared: o.redis, bgSem: make(chan struct{}, max(o.backgroundRefresh, 1))}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	r.tags = newTTLLayer[[]string](r, LayerTags, o.tagTTL)
-	r.heads = newTTLLayer[headVal](r, LayerHead, o.headTTL)
+	r.tags = newTTLLayer(r, LayerTags, o.tagTTL, tagsCodec)
+	r.heads = newTTLLayer(r, LayerHead, o.headTTL, headCodec)
 	r.manifests = newLRU(o.manifestBytes, func(_ string, m *resolve.Manifest) int64 {
 		return int64(cap(m.Raw)) + int64(len(m.MediaType)) + 64
 	})
@@ -156,10 +163,14 @@ func NewRegistry(inner resolve.Registry, opts ...Option) *Registry {
 	return r
 }
 
-// Close stops background refreshes and fetches in flight, and waits for them.
+// Close stops background refreshes and fetches in flight, waits for them, and
+// closes the shared tier.
 func (r *Registry) Close() {
 	r.cancel()
 	r.bg.Wait()
+	if r.shared != nil {
+		_ = r.shared.Close()
+	}
 }
 
 // LayerStats is the size of one cache layer.
@@ -261,7 +272,7 @@ func (r *Registry) Manifest(ctx context.Context, repo name.Repository, ref strin
 		if err != nil {
 			return headVal{}, err
 		}
-		r.storeManifest(m)
+		r.storeManifest(ctx, m)
 		if old == nil { // not a background refresh (those always have an entry)
 			got = m
 		}
@@ -277,16 +288,21 @@ func (r *Registry) Manifest(ctx context.Context, repo name.Repository, ref strin
 	return r.manifestByDigest(ctx, repo, hv.digest)
 }
 
-func (r *Registry) storeManifest(m *resolve.Manifest) {
+// storeManifest keeps a manifest read by tag under its digest, here and in Redis.
+func (r *Registry) storeManifest(ctx context.Context, m *resolve.Manifest) {
 	m.Raw = compact(m.Raw)
-	if n := r.manifests.add(m.Digest.String(), m); n > 0 {
+	key := m.Digest.String()
+	if n := r.manifests.add(key, m); n > 0 {
 		r.m.Evictions.WithLabelValues(LayerManifest).Add(float64(n))
+	}
+	if r.shared != nil {
+		putContent(ctx, r.shared, LayerManifest, key, manifestCodec, m)
 	}
 }
 
 func (r *Registry) manifestByDigest(ctx context.Context, repo name.Repository, h v1.Hash) (*resolve.Manifest, error) {
 	key := h.String()
-	return lruGet(ctx, r, LayerManifest, r.manifests, &r.sfMan, key, resolve.RepoKey(repo), func(ctx context.Context) (*resolve.Manifest, error) {
+	return lruGet(ctx, r, LayerManifest, r.manifests, &r.sfMan, manifestCodec, key, resolve.RepoKey(repo), func(ctx context.Context) (*resolve.Manifest, error) {
 		m, err := r.inner.Manifest(ctx, repo, key)
 		if err != nil {
 			return nil, err
@@ -303,7 +319,7 @@ func (r *Registry) manifestByDigest(ctx context.Context, repo name.Repository, h
 // a miss.
 func (r *Registry) Blob(ctx context.Context, repo name.Repository, digest v1.Hash) ([]byte, error) {
 	key := digest.String()
-	return lruGet(ctx, r, LayerBlob, r.blobs, &r.sfBlob, key, resolve.RepoKey(repo), func(ctx context.Context) ([]byte, error) {
+	return lruGet(ctx, r, LayerBlob, r.blobs, &r.sfBlob, blobCodec, key, resolve.RepoKey(repo), func(ctx context.Context) ([]byte, error) {
 		b, err := r.inner.Blob(ctx, repo, digest)
 		if err != nil {
 			return nil, err
@@ -321,9 +337,9 @@ func compact(b []byte) []byte {
 	return b
 }
 
-// lruGet answers from a content-addressed LRU, fetching a missing value once however
-// many callers want it.
-func lruGet[V any](ctx context.Context, r *Registry, layer string, c *lru[V], sf *singleflight.Group, key, repoKey string,
+// lruGet answers from a content-addressed LRU, else from Redis (when shared),
+// fetching a missing value once however many callers (and daemons) want it.
+func lruGet[V any](ctx context.Context, r *Registry, layer string, c *lru[V], sf *singleflight.Group, codec valueCodec[V], key, repoKey string,
 	fetch func(context.Context) (V, error)) (V, error) {
 	var zero V
 	if v, ok := c.get(key); ok {
@@ -338,7 +354,14 @@ func lruGet[V any](ctx context.Context, r *Registry, layer string, c *lru[V], sf
 		}
 		fctx, cancel := r.fetchContext(repoKey)
 		defer cancel()
-		v, err := fetch(fctx)
+		var v V
+		var err error
+		if r.shared != nil {
+			v, _, err = sharedFill(fctx, r.shared, layer, key, r.shared.ContentTTL(), codec,
+				func(time.Duration) bool { return true }, fetch)
+		} else {
+			v, err = fetch(fctx)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -20,11 +20,12 @@ import (
 // stale-if-error. go-cache holds the entries until TTL plus the stale bound (its
 // janitor frees them); freshness is decided here, by the Registry's clock.
 type ttlLayer[V any] struct {
-	r    *Registry
-	name string
-	ttl  time.Duration
-	c    *gocache.Cache
-	sf   singleflight.Group
+	r     *Registry
+	name  string
+	ttl   time.Duration
+	c     *gocache.Cache
+	sf    singleflight.Group
+	codec valueCodec[V] // for the shared tier
 }
 
 type entry[V any] struct {
@@ -35,8 +36,8 @@ type entry[V any] struct {
 
 type fetchFunc[V any] func(ctx context.Context, old *entry[V]) (V, error)
 
-func newTTLLayer[V any](r *Registry, name string, ttl time.Duration) *ttlLayer[V] {
-	return &ttlLayer[V]{r: r, name: name, ttl: ttl,
+func newTTLLayer[V any](r *Registry, name string, ttl time.Duration, codec valueCodec[V]) *ttlLayer[V] {
+	return &ttlLayer[V]{r: r, name: name, ttl: ttl, codec: codec,
 		c: gocache.New(ttl+r.o.staleFor, r.o.cleanupInterval)}
 }
 
@@ -107,11 +108,11 @@ func (l *ttlLayer[V]) fill(ctx context.Context, key, repoKey string, fetch fetch
 			// once rather than waiting out retries (refresh-ahead still retries).
 			fctx = resolve.WithoutRetries(fctx)
 		}
-		v, err := fetch(fctx, old)
+		v, fetched, err := l.fetch(fctx, key, old, fetch)
 		if err != nil {
 			return nil, err
 		}
-		l.store(key, v)
+		l.storeAt(key, v, fetched)
 		return v, nil
 	})
 	select {
@@ -130,8 +131,32 @@ func (l *ttlLayer[V]) fill(ctx context.Context, key, repoKey string, fetch fetch
 	}
 }
 
-func (l *ttlLayer[V]) store(key string, v V) {
-	l.c.SetDefault(key, &entry[V]{val: v, fetched: l.r.now()})
+// storeAt stores v as fetched from the registry at fetched (by this daemon, or by
+// another one through Redis).
+func (l *ttlLayer[V]) storeAt(key string, v V, fetched time.Time) {
+	l.c.SetDefault(key, &entry[V]{val: v, fetched: fetched})
+}
+
+// fetch asks Redis, when the daemon shares a tier, before the registry: Redis
+// answers with a value younger than the TTL and, when this daemon holds an entry
+// (expired, or being refreshed ahead), younger than that entry; else the fetch
+// runs, under the key's installation-wide lease. It returns the value and when it
+// was fetched from the registry.
+func (l *ttlLayer[V]) fetch(ctx context.Context, key string, old *entry[V], fetch fetchFunc[V]) (V, time.Time, error) {
+	rd := l.r.shared
+	if rd == nil {
+		v, err := fetch(ctx, old)
+		return v, l.r.now(), err
+	}
+	now := l.r.now()
+	accept := func(age time.Duration) bool {
+		return age < l.ttl && (old == nil || age < now.Sub(old.fetched))
+	}
+	v, age, err := sharedFill(ctx, rd, l.name, key, l.ttl, l.codec, accept, func(ctx context.Context) (V, error) { return fetch(ctx, old) })
+	if age == 0 {
+		return v, l.r.now(), err
+	}
+	return v, now.Add(-age), err
 }
 
 // refreshAhead starts a background refresh of an entry read in the last part of its
@@ -160,11 +185,11 @@ func (l *ttlLayer[V]) refreshAhead(key, repoKey string, e *entry[V], now time.Ti
 			}
 			fctx, cancel := l.r.fetchContext(repoKey)
 			defer cancel()
-			v, err := fetch(fctx, e)
+			v, fetched, err := l.fetch(fctx, key, e, fetch)
 			if err != nil {
 				return nil, err
 			}
-			l.store(key, v)
+			l.storeAt(key, v, fetched)
 			return v, nil
 		})
 		result := "ok"

@@ -1,0 +1,160 @@
+// Package redistest runs a real redis-server for tests, on a free loopback port,
+// with no persistence. A test that needs it skips when redis-server is not on PATH,
+// and fails instead when IMAGE_RESOLVER_REQUIRE_REDIS=1 (CI installs it).
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// RequireEnv, set to 1, makes a missing redis-server fail the tests that need it.
+const RequireEnv = "IMAGE_RESOLVER_REQUIRE_REDIS"
+
+// Server is a redis-server process on 127.0.0.1.
+type Server struct {
+	Addr string // 127.0.0.1:PORT, the same across Stop and Start
+
+	t    testing.TB
+	bin  string
+	dir  string
+	args []string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+}
+
+// Start runs redis-server until the test ends. extra are further redis-server
+// arguments (e.g. "--requirepass", "secret").
+func Start(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv(RequireEnv) == "1" {
+			t.Fatalf("redis-server not found on PATH and %s=1: install it (Debian: apt-get install redis-server)", RequireEnv)
+		}
+		t.Skipf("redis-server not found on PATH (install it, or set %s=1 to make this a failure)", RequireEnv)
+	}
+	s := &Server{t: t, bin: bin, dir: t.TempDir(), args: extra}
+	var lastErr error
+	for range 5 { // a free port may be taken between finding and binding it
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if lastErr = s.start(); lastErr == nil {
+			t.Cleanup(s.Stop)
+			return s
+		}
+	}
+	t.Fatalf("redis-server: %v", lastErr)
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *Server) start() error {
+	_, port, _ := net.SplitHostPort(s.Addr)
+	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--logfile", "", "--loglevel", "warning"}, s.args...)
+	cmd := exec.Command(s.bin, args...)
+	logPath := filepath.Join(s.dir, "redis.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	out := func() string { b, _ := os.ReadFile(logPath); return strings.TrimSpace(string(b)) }
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("exited (%v): %s", err, out())
+		default:
+		}
+		if s.pingRaw() {
+			s.mu.Lock()
+			s.cmd = cmd
+			s.mu.Unlock()
+			return nil // the goroutine above reaps it when it is killed
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+	return fmt.Errorf("did not answer PING within 10s: %s", out())
+}
+
+// pingRaw speaks RESP by hand: an answer to PING (PONG, or NOAUTH when a
+// password is required) means the server is up.
+func (s *Server) pingRaw() bool {
+	c, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return err == nil && (strings.HasPrefix(line, "+PONG") || strings.HasPrefix(line, "-NOAUTH"))
+}
+
+// Stop kills the server (SIGKILL: as if its pod died) and waits until its port
+// refuses connections. Safe to call when stopped.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	for range 500 {
+		c, err := net.DialTimeout("tcp", s.Addr, 50*time.Millisecond)
+		if err != nil {
+			return
+		}
+		c.Close()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Restart starts a stopped server again on the same address, empty.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	var err error
+	for range 50 { // the port can linger a moment after the kill
+		if err = s.start(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.t.Fatalf("redis-server restart on %s: %v", s.Addr, err)
+}
