@@ -90,6 +90,11 @@ type Config struct {
 	// Argo CD's 90s exec timeout for a plugin, so that a render that cannot finish
 	// says why instead of being killed.
 	RenderTimeout time.Duration
+	// RenderWorkers is how many child processes render for the daemon at once; a
+	// render past its deadline, past RenderWorkerMemory or whose caller left is
+	// stopped by killing its worker (a Helm template cannot be stopped otherwise).
+	RenderWorkers      int
+	RenderWorkerMemory int64
 
 	// Bounds of registry answers: tag list pages, tags and bytes per page (after
 	// decompression), and per request the time to the response header and overall.
@@ -103,6 +108,10 @@ type Config struct {
 // DefaultRenderTimeout leaves the in-process fallback and Argo CD's own work room
 // within its 90s plugin exec timeout.
 const DefaultRenderTimeout = 45 * time.Second
+
+// DefaultRenderWorkers is how many renders the daemon runs at once, each in a
+// worker process of its own.
+const DefaultRenderWorkers = 4
 
 // Values of Refresh.
 const (
@@ -140,6 +149,8 @@ func DefaultConfig() Config {
 		ForgetAfter:           DefaultForgetAfter,
 		MaxTrackedApps:        DefaultMaxTrackedApps,
 		RenderTimeout:         DefaultRenderTimeout,
+		RenderWorkers:         DefaultRenderWorkers,
+		RenderWorkerMemory:    render.DefaultWorkerMemory,
 		TagListMaxPages:       resolve.DefaultMaxTagPages,
 		TagListMaxTags:        resolve.DefaultMaxTags,
 		TagListMaxPageSize:    resolve.DefaultMaxTagPageBytes,
@@ -261,6 +272,8 @@ defaultPlatforms: [linux/amd64]        # when neither policy nor workload names 
 extraImagePaths:                       # image fields of custom resources (default: none)
   - Workflow.argoproj.io:spec.templates[].container.image
 renderTimeout: 45s                     # bound on one render (Argo CD kills a plugin after 90s)
+renderWorkers: 4                       # daemon renders at once, each in a worker process stopped at the deadline
+renderWorkerMemory: 1GiB               # a render's worker above this memory is stopped
 tagListMaxPages: 1000                  # bounds of registry answers: a cap fails the resolution, naming it
 tagListMaxTags: 500000
 tagListMaxPageSize: 4MiB
@@ -431,6 +444,10 @@ func Settings() []Setting {
 			get: func(c *Config) string { return c.ControlPlaneNamespace }},
 		durationSetting("renderTimeout", "IMAGE_RESOLVER_RENDER_TIMEOUT", "render-timeout", "bound on one render, resolution included (below Argo CD's 90s plugin timeout)",
 			func(c *Config) *time.Duration { return &c.RenderTimeout }, time.Second),
+		intSetting("renderWorkers", "IMAGE_RESOLVER_RENDER_WORKERS", "render-workers", "renders the daemon runs at once, each in a worker process that is killed at the render deadline, above renderWorkerMemory or when its caller leaves",
+			func(c *Config) *int { return &c.RenderWorkers }),
+		sizeSetting("renderWorkerMemory", "IMAGE_RESOLVER_RENDER_WORKER_MEMORY", "render-worker-memory", "resident memory a render's worker may use; above it the render is stopped",
+			func(c *Config) *int64 { return &c.RenderWorkerMemory }),
 		intSetting("tagListMaxPages", "IMAGE_RESOLVER_TAG_LIST_MAX_PAGES", "tag-list-max-pages", "tag list pages read at most per repository (then the resolution fails, naming the cap)",
 			func(c *Config) *int { return &c.TagListMaxPages }),
 		intSetting("tagListMaxTags", "IMAGE_RESOLVER_TAG_LIST_MAX_TAGS", "tag-list-max-tags", "tags read at most per repository",

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
+	"github.com/argocd-image-resolver/argocd-image-resolver/render"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -45,6 +47,7 @@ type Daemon struct {
 	Tracker   *Tracker
 	Refresher *Refresher
 	pins      PinWriter
+	workers   *render.Workers // nil: renders in this process
 
 	pinErrMu sync.Mutex
 	pinErrs  map[string]string // app -> why its last pin write failed
@@ -65,7 +68,15 @@ type options struct {
 	notifier     Notifier
 	pins         PinWriter
 	refreshEvery time.Duration
+	worker       func() *exec.Cmd
 }
+
+// WithRenderWorkers makes the daemon render in worker processes started by start
+// (a command running render.ServeWorker: `argocd-image-resolver render-worker`), at
+// most cfg.RenderWorkers at once, so that a render past its deadline or memory bound,
+// or whose caller left, is stopped for real. Without it, renders run in the
+// daemon's process.
+func WithRenderWorkers(start func() *exec.Cmd) Option { return func(o *options) { o.worker = start } }
 
 // WithPinWriter gives the daemon the git writer of pins (pin.Writer), for apps
 // with pin-mode write or use. Without one, their renders work and nothing is
@@ -125,6 +136,9 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		cache.WithMetrics(d.Metrics.Metrics))
 	d.Resolver = cfg.NewResolver(d.Registry, resolve.WithObserver(d.Metrics.observeResolution))
 	d.Server = NewServer(d.Resolver, d.Metrics, d.log)
+	if o.worker != nil {
+		d.workers = render.NewWorkers(o.worker, cfg.RenderWorkers, render.WithWorkerMemory(cfg.RenderWorkerMemory))
+	}
 	d.pins = o.pins
 	if d.pins == nil {
 		d.pins = cfg.NewPinWriter(o.log, d.Metrics.Registry, pin.WithOnResult(d.pinResult))
@@ -146,6 +160,9 @@ func (d *Daemon) socketHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", d.Server.Handler())
 	settings := d.cfg.PipelineSettings()
+	if d.workers != nil {
+		settings.Renderer = d.workers
+	}
 	mux.Handle("POST "+delegate.Path, GenerateHandler(pipeline.New(d.Resolver, settings), d.afterRender, d.log))
 	mux.HandleFunc("POST "+PathRenders, d.serveRenders)
 	return mux
@@ -261,7 +278,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		"tagTTL", d.cfg.TagTTL, "headTTL", d.cfg.HeadTTL, "staleIfError", d.cfg.StaleIfError,
 		"refreshAhead", d.cfg.RefreshAhead, "manifestCacheSize", config.FormatSize(d.cfg.ManifestCacheSize),
 		"blobCacheSize", config.FormatSize(d.cfg.BlobCacheSize), "rateLimits", rateLimitsString(d.cfg.EffectiveRateLimits()),
-		"registryConcurrency", d.cfg.RegistryConcurrency, "registries", len(d.cfg.Registries), "refresh", refresh)
+		"registryConcurrency", d.cfg.RegistryConcurrency, "registries", len(d.cfg.Registries), "refresh", refresh,
+		"renderWorkers", d.renderWorkers())
 
 	var err error
 	select {
@@ -283,8 +301,19 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	d.Registry.Close()
+	if d.workers != nil {
+		d.workers.Close()
+	}
 	d.log.Info("daemon stopped")
 	return err
+}
+
+// renderWorkers says how renders run, for the start-up log line.
+func (d *Daemon) renderWorkers() string {
+	if d.workers == nil {
+		return "in process"
+	}
+	return fmt.Sprintf("%d, %s each", d.cfg.RenderWorkers, config.FormatSize(d.cfg.RenderWorkerMemory))
 }
 
 // prepareSocket makes way for a new socket: it creates the directory (mode 0700)

@@ -112,7 +112,7 @@ func newLoop(t *testing.T, maxApps int) *loopFixture {
 	return f
 }
 
-func render(app string, images map[string]string) Render {
+func trackedRender(app string, images map[string]string) Render {
 	r := Render{App: app, RepoURL: "https://git.example/apps.git", Path: "apps/" + app, Revision: "abc123"}
 	keys := make([]string, 0, len(images))
 	for k := range images {
@@ -148,9 +148,9 @@ func TestRefreshOnlyWhatChanged(t *testing.T) {
 	f := newLoop(t, 100)
 	f.batch.set("reg/web", "1.0.0")
 	f.batch.set("reg/api", "2.0.0")
-	f.remember(t, render("web", map[string]string{"reg/web": "1.0.0"}))
-	f.remember(t, render("team-a_api", map[string]string{"reg/api": "2.0.0"}))
-	f.remember(t, render("both", map[string]string{"reg/web": "1.0.0", "reg/api": "2.0.0"}))
+	f.remember(t, trackedRender("web", map[string]string{"reg/web": "1.0.0"}))
+	f.remember(t, trackedRender("team-a_api", map[string]string{"reg/api": "2.0.0"}))
+	f.remember(t, trackedRender("both", map[string]string{"reg/web": "1.0.0", "reg/api": "2.0.0"}))
 
 	f.loop.Pass(context.Background())
 	if n := f.notifier.count(); n != 0 {
@@ -211,7 +211,7 @@ func TestRefreshNeverOnStaleOrFailed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newLoop(t, 100)
-			f.remember(t, render("app", map[string]string{"reg/web": "1.0.0", "reg/api": "2.0.0"}))
+			f.remember(t, trackedRender("app", map[string]string{"reg/web": "1.0.0", "reg/api": "2.0.0"}))
 			for image, tag := range tc.now {
 				f.batch.set(image, tag)
 			}
@@ -228,7 +228,7 @@ func TestRefreshAfterAFailedRender(t *testing.T) {
 	// failures, stops rendering for an hour. Once the registry answers, the loop
 	// asks for the render.
 	f := newLoop(t, 100)
-	f.remember(t, render("app", map[string]string{"reg/web": ""}))
+	f.remember(t, trackedRender("app", map[string]string{"reg/web": ""}))
 	f.loop.Pass(context.Background())
 	if n := f.notifier.count(); n != 0 {
 		t.Fatalf("%d refreshes while the registry fails", n)
@@ -243,7 +243,7 @@ func TestRefreshAfterAFailedRender(t *testing.T) {
 func TestRefreshIntervalPerApp(t *testing.T) {
 	f := newLoop(t, 100)
 	f.batch.set("reg/web", "1.1.0")
-	f.remember(t, render("web", map[string]string{"reg/web": "1.0.0"}))
+	f.remember(t, trackedRender("web", map[string]string{"reg/web": "1.0.0"}))
 	f.loop.Pass(context.Background())
 	if f.notifier.count() != 1 {
 		t.Fatalf("first change: %d refreshes", f.notifier.count())
@@ -278,7 +278,7 @@ func TestRefreshFailedIsRetriedWithBackoff(t *testing.T) {
 	f := newLoop(t, 100)
 	f.notifier.err = errors.New("patch application argocd/web: forbidden")
 	f.batch.set("reg/web", "1.1.0")
-	f.remember(t, render("web", map[string]string{"reg/web": "1.0.0"}))
+	f.remember(t, trackedRender("web", map[string]string{"reg/web": "1.0.0"}))
 	f.loop.Pass(context.Background())
 	f.loop.Pass(context.Background()) // within the backoff: not tried
 	if n := f.notifier.count(); n != 1 {
@@ -309,7 +309,7 @@ func TestRefreshAppGoneIsForgotten(t *testing.T) {
 	f := newLoop(t, 100)
 	f.notifier.err = fmt.Errorf("read application argocd/web: %w", notify.ErrAppGone)
 	f.batch.set("reg/web", "1.1.0")
-	f.remember(t, render("web", map[string]string{"reg/web": "1.0.0"}))
+	f.remember(t, trackedRender("web", map[string]string{"reg/web": "1.0.0"}))
 	f.loop.Pass(context.Background())
 	if f.tracker.Len() != 0 || f.refreshes(outcomeAppGone) != 1 || f.forgotten("app-gone") != 1 {
 		t.Errorf("tracked %d, app-gone %d, forgotten %d; want 0, 1, 1", f.tracker.Len(), f.refreshes(outcomeAppGone), f.forgotten("app-gone"))
@@ -323,7 +323,7 @@ func TestRefreshAlreadyPending(t *testing.T) {
 	f := newLoop(t, 100)
 	f.notifier.pending = true
 	f.batch.set("reg/web", "1.1.0")
-	f.remember(t, render("web", map[string]string{"reg/web": "1.0.0"}))
+	f.remember(t, trackedRender("web", map[string]string{"reg/web": "1.0.0"}))
 	f.loop.Pass(context.Background())
 	if f.refreshes(outcomeAlreadyPending) != 1 || f.refreshes(outcomeRequested) != 0 {
 		t.Fatalf("already-pending %d requested %d", f.refreshes(outcomeAlreadyPending), f.refreshes(outcomeRequested))
@@ -350,9 +350,9 @@ func TestRefreshAlreadyPending(t *testing.T) {
 	g := newLoop(t, 100)
 	g.notifier.pending = true
 	g.batch.set("reg/web", "1.1.0")
-	g.remember(t, render("web", map[string]string{"reg/web": "1.0.0"}))
+	g.remember(t, trackedRender("web", map[string]string{"reg/web": "1.0.0"}))
 	g.loop.Pass(context.Background())
-	g.remember(t, render("web", map[string]string{"reg/web": "1.1.0"}))
+	g.remember(t, trackedRender("web", map[string]string{"reg/web": "1.1.0"}))
 	g.clock.advance(time.Hour)
 	g.loop.Pass(context.Background())
 	if n := g.notifier.count(); n != 1 {
@@ -366,10 +366,10 @@ func TestRefreshKeepsARenderThatArrivedDuringTheCall(t *testing.T) {
 	// next pass sees the change again (after the interval).
 	f := newLoop(t, 100)
 	f.batch.set("reg/web", "1.1.0")
-	f.remember(t, render("web", map[string]string{"reg/web": "1.0.0"}))
+	f.remember(t, trackedRender("web", map[string]string{"reg/web": "1.0.0"}))
 	f.notifier.during = func() {
 		f.clock.advance(time.Second)
-		f.remember(t, render("web", map[string]string{"reg/web": "1.0.0"}))
+		f.remember(t, trackedRender("web", map[string]string{"reg/web": "1.0.0"}))
 	}
 	f.loop.Pass(context.Background())
 	f.notifier.during = nil
@@ -382,8 +382,8 @@ func TestRefreshKeepsARenderThatArrivedDuringTheCall(t *testing.T) {
 
 func TestTrackerDropsWhatAppsNoLongerUse(t *testing.T) {
 	f := newLoop(t, 10)
-	a := render("app", map[string]string{"reg/web": "1.0.0"})
-	b := render("app", map[string]string{"reg/api": "2.0.0"})
+	a := trackedRender("app", map[string]string{"reg/web": "1.0.0"})
+	b := trackedRender("app", map[string]string{"reg/api": "2.0.0"})
 	b.Path = "apps/old-path"
 	f.remember(t, b)
 	f.clock.advance(24 * time.Hour)
@@ -407,7 +407,7 @@ func TestRefreshRateLimit(t *testing.T) {
 	f.loop.limiter = rate.NewLimiter(rate.Every(time.Hour), 2)
 	f.batch.set("reg/web", "1.1.0")
 	for i := range 5 {
-		f.remember(t, render(fmt.Sprintf("web-%d", i), map[string]string{"reg/web": "1.0.0"}))
+		f.remember(t, trackedRender(fmt.Sprintf("web-%d", i), map[string]string{"reg/web": "1.0.0"}))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -423,7 +423,7 @@ func TestRefreshRateLimit(t *testing.T) {
 func TestTrackerBounds(t *testing.T) {
 	f := newLoop(t, 3)
 	for i := range 5 {
-		f.remember(t, render(fmt.Sprintf("app-%d", i), map[string]string{"reg/web": "1.0.0"}))
+		f.remember(t, trackedRender(fmt.Sprintf("app-%d", i), map[string]string{"reg/web": "1.0.0"}))
 		f.clock.advance(time.Minute)
 	}
 	// app-0 and app-1 were the least recently rendered.
@@ -438,7 +438,7 @@ func TestTrackerBounds(t *testing.T) {
 	}
 
 	// A render moves an app to the front; idle apps go after forgetAfter.
-	f.remember(t, render("app-2", map[string]string{"reg/web": "1.0.0"}))
+	f.remember(t, trackedRender("app-2", map[string]string{"reg/web": "1.0.0"}))
 	f.clock.advance(25 * time.Hour)
 	f.tracker.expire()
 	if got := names(f.tracker); !slices.Equal(got, []string{"app-2"}) {
@@ -449,13 +449,13 @@ func TestTrackerBounds(t *testing.T) {
 	}
 
 	// Opting out forgets the app.
-	r := render("app-2", map[string]string{"reg/web": "1.0.0"})
+	r := trackedRender("app-2", map[string]string{"reg/web": "1.0.0"})
 	r.Refresh = plugin.RefreshOff
 	f.remember(t, r)
 	if f.tracker.Len() != 0 || f.forgotten("opted-out") != 1 {
 		t.Errorf("after refresh: off, tracked %v", names(f.tracker))
 	}
-	if err := f.tracker.Remember(render("Bad_Name_x", nil)); err == nil {
+	if err := f.tracker.Remember(trackedRender("Bad_Name_x", nil)); err == nil {
 		t.Error("an app name that names no Application was accepted")
 	}
 }
@@ -463,8 +463,8 @@ func TestTrackerBounds(t *testing.T) {
 func TestTrackerSourcesOfOneApp(t *testing.T) {
 	// A multi-source app: each source's render is kept; a change in either counts.
 	f := newLoop(t, 10)
-	a := render("app", map[string]string{"reg/web": "1.0.0"})
-	b := render("app", map[string]string{"reg/api": "2.0.0"})
+	a := trackedRender("app", map[string]string{"reg/web": "1.0.0"})
+	b := trackedRender("app", map[string]string{"reg/api": "2.0.0"})
 	b.Path = "apps/other"
 	f.remember(t, a)
 	f.remember(t, b)
@@ -532,7 +532,7 @@ func TestRefreshCommitsPinsOfUseApps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := render("web", map[string]string{"reg/web": "1.0.0"})
+	r := trackedRender("web", map[string]string{"reg/web": "1.0.0"})
 	r.Images[0].Alias = "web"
 	r.pins = &pinSource{repoURL: "https://git.example/apps.git", branch: "main", dir: "apps/web", target: target}
 	f.remember(t, r)

@@ -37,6 +37,9 @@ type Settings struct {
 	DefaultPlatforms []resolve.Platform
 	// Timeout bounds one render (0: none beyond the caller's context).
 	Timeout time.Duration
+	// Renderer renders the sources (nil: render.InProcess; the daemon gives
+	// render.Workers, whose renders can be stopped).
+	Renderer render.Renderer
 }
 
 // Pipeline renders apps with one way of resolving and one set of settings.
@@ -112,7 +115,11 @@ func (p *Pipeline) render(ctx context.Context, dir string, env *plugin.Env) ([]b
 	if err != nil {
 		return nil, nil, err
 	}
-	rendered, err := render.Render(ctx, dir, render.Options{
+	renderer := p.settings.Renderer
+	if renderer == nil {
+		renderer = render.InProcess{}
+	}
+	rendered, err := renderer.Render(ctx, dir, render.Options{
 		AppName: env.AppName, Namespace: env.AppNamespace,
 		KubeVersion: env.KubeVersion, APIVersions: env.KubeAPIVersions,
 		ValuesFiles: pol.Helm.ValuesFiles, HelmParameters: pol.Helm.Parameters, Values: pol.Helm.Values,

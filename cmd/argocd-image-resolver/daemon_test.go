@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -203,4 +204,90 @@ func TestDelegateFindsTheDaemonWhereItListens(t *testing.T) {
 	if delegate.SocketEnv != config.SocketEnv || delegate.DefaultSocket != config.DefaultSocket {
 		t.Errorf("delegate socket %s=%s, daemon %s=%s", delegate.SocketEnv, delegate.DefaultSocket, config.SocketEnv, config.DefaultSocket)
 	}
+}
+
+// A Helm template that loops for minutes, rendered through the daemon: the render
+// fails at renderTimeout with a message that says so, and the daemon's worker that
+// ran it is gone (killed, not left burning a CPU); the next render gets a new one.
+func TestDaemonStopsALoopingTemplate(t *testing.T) {
+	_, cfg := demoRegistry(t)
+	socket, _ := startDaemon(t, cfg, "--render-timeout", "2s", "--render-workers", "1")
+	daemonPID := pidOf(t, socket)
+	env := map[string]string{"IMAGE_RESOLVER_SOCKET": socket, "ARGOCD_APP_NAME": "loop",
+		"ARGOCD_APP_SOURCE_PATH": "testdata/hostile/helm-loop"}
+	loop := runIn(t, "../../testdata/hostile/helm-loop", env, thinBinary)
+	if loop.code != 1 || !strings.Contains(loop.stderr, "the render did not finish within 2s (renderTimeout)") ||
+		!strings.Contains(loop.stderr, "its worker was stopped") {
+		t.Fatalf("looping template: exit %d, stderr %q; want exit 1 naming the deadline and the stopped worker", loop.code, loop.stderr)
+	}
+	if w := renderWorkers(t, daemonPID); len(w) != 0 {
+		t.Fatalf("render workers %v still run after the deadline", w)
+	}
+	env["ARGOCD_APP_SOURCE_PATH"] = "testdata/apps/plain-cron"
+	if ok := runIn(t, "../../testdata/apps/plain-cron", env, thinBinary); ok.code != 0 || strings.Contains(ok.stderr, "unreachable") {
+		t.Fatalf("render after the stopped one: exit %d: %s", ok.code, ok.stderr)
+	}
+	if w := renderWorkers(t, daemonPID); len(w) != 1 {
+		t.Errorf("render workers %v after one render, want 1 (kept for the next)", w)
+	}
+}
+
+// pidOf finds the daemon process serving socket.
+func pidOf(t *testing.T, socket string) int {
+	t.Helper()
+	for _, p := range processes(t) {
+		if strings.Contains(p.cmdline, socket) {
+			return p.pid
+		}
+	}
+	t.Fatalf("no process serves %s", socket)
+	return 0
+}
+
+// renderWorkers lists the render-worker processes whose parent is pid.
+func renderWorkers(t *testing.T, pid int) []int {
+	t.Helper()
+	var out []int
+	for _, p := range processes(t) {
+		if p.ppid == pid && strings.Contains(p.cmdline, "render-worker") && p.state != "Z" {
+			out = append(out, p.pid)
+		}
+	}
+	return out
+}
+
+type process struct {
+	pid, ppid      int
+	state, cmdline string
+}
+
+func processes(t *testing.T) []process {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []process
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		status, err1 := os.ReadFile("/proc/" + e.Name() + "/status")
+		cmdline, err2 := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		p := process{pid: pid, cmdline: strings.ReplaceAll(string(cmdline), "\x00", " ")}
+		for line := range strings.SplitSeq(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+				p.ppid, _ = strconv.Atoi(strings.TrimSpace(v))
+			}
+			if v, ok := strings.CutPrefix(line, "State:"); ok {
+				p.state, _, _ = strings.Cut(strings.TrimSpace(v), " ")
+			}
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -74,7 +74,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.Version = buildVersion().Version
 	root.SetVersionTemplate(buildVersion().String() + "\n")
-	root.AddCommand(newResolveCommand(), newGenerateCommand(), newPreviewCommand(), newParametersCommand(),
+	root.AddCommand(newResolveCommand(), newRenderWorkerCommand(), newGenerateCommand(), newPreviewCommand(), newParametersCommand(),
 		newServeCommand(), newSidecarCommand(), newVersionCommand(), newMigrateCommand())
 	return root
 }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,6 +12,7 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
 	"github.com/argocd-image-resolver/argocd-image-resolver/notify"
+	"github.com/argocd-image-resolver/argocd-image-resolver/render"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -86,7 +88,7 @@ func daemonSettings(cmd *cobra.Command, logs *logFlags, flags *config.Flags) (*s
 // $KUBECONFIG). Without a Kubernetes API the daemon serves renders and says that
 // the loop is off.
 func daemonOptions(cfg config.Config, log *slog.Logger) []daemon.Option {
-	opts := []daemon.Option{daemon.WithLogger(log)}
+	opts := []daemon.Option{daemon.WithLogger(log), daemon.WithRenderWorkers(renderWorkerCommand)}
 	if cfg.Refresh != config.RefreshHard {
 		return opts
 	}
@@ -100,6 +102,32 @@ func daemonOptions(cfg config.Config, log *slog.Logger) []daemon.Option {
 		return opts
 	}
 	return append(opts, daemon.WithNotifier(n))
+}
+
+// renderWorkerCommand starts a render worker: this program's render-worker command.
+func renderWorkerCommand() *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	cmd := exec.Command(exe, "render-worker")
+	cmd.Env = os.Environ()
+	return cmd
+}
+
+// newRenderWorkerCommand is the daemon's render worker: it renders the requests a
+// daemon writes on its standard input, one at a time (render.ServeWorker), until
+// the daemon closes it or kills it.
+func newRenderWorkerCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "render-worker",
+		Short:  "Render for a daemon, in a process it can stop (started by serve and sidecar)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return render.ServeWorker(cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
 }
 
 // logFlags are the daemon's logging flags.

@@ -1,0 +1,239 @@
+package render
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// workerEnv makes this test binary a render worker when a test starts it as one.
+const workerEnv = "RENDER_TEST_WORKER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		if err := ServeWorker(os.Stdin, os.Stdout); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// testWorkers starts workers from this test binary and records their processes.
+type testWorkers struct {
+	*Workers
+	mu    sync.Mutex
+	procs []*exec.Cmd
+}
+
+func newTestWorkers(t *testing.T, size int, opts ...WorkerOption) *testWorkers {
+	t.Helper()
+	tw := &testWorkers{}
+	tw.Workers = NewWorkers(func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), workerEnv+"=1")
+		tw.mu.Lock()
+		tw.procs = append(tw.procs, cmd)
+		tw.mu.Unlock()
+		return cmd
+	}, size, opts...)
+	t.Cleanup(tw.Close)
+	return tw
+}
+
+func (tw *testWorkers) started() []*exec.Cmd {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	return append([]*exec.Cmd(nil), tw.procs...)
+}
+
+// gone reports whether the process has ended (and been reaped).
+func gone(cmd *exec.Cmd) bool {
+	if cmd.Process == nil {
+		return true
+	}
+	_, err := os.Stat("/proc/" + strconv.Itoa(cmd.Process.Pid))
+	return errors.Is(err, os.ErrNotExist) || cmd.ProcessState != nil
+}
+
+func writeString(t *testing.T, objs []*Rendered) string {
+	t.Helper()
+	var b bytes.Buffer
+	for _, r := range objs {
+		if err := Write(&b, r.Objects); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
+}
+
+// A render in a worker prints the same bytes as in process, for every kind of
+// source, and one worker serves render after render.
+func TestWorkersSameOutput(t *testing.T) {
+	tw := newTestWorkers(t, 1)
+	apps := []string{"../testdata/apps/helm-web", "../testdata/apps/kustomize-overlay", "../testdata/apps/plain-cron",
+		"../testdata/apps/arm64-pinned", "testdata/charts/caps", "testdata/kustomize/canonical", "testdata/dir"}
+	for _, app := range apps {
+		opts := Options{RepoRoot: moduleRoot, AppName: "web", Namespace: "shop", KubeVersion: "1.31.0",
+			HelmParameters: map[string]string{"replicaCount": "2"}}
+		want, werr := Render(context.Background(), app, opts)
+		got, gerr := tw.Render(context.Background(), app, opts)
+		if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
+			t.Fatalf("%s: worker error %v, in-process error %v", app, gerr, werr)
+		}
+		if werr != nil {
+			t.Fatalf("%s: %v", app, werr)
+		}
+		if got.Kind != want.Kind {
+			t.Errorf("%s: kind %s, want %s", app, got.Kind, want.Kind)
+		}
+		if g, w := writeString(t, []*Rendered{got}), writeString(t, []*Rendered{want}); g != w {
+			t.Errorf("%s: worker output differs from in-process:\n--- worker\n%s\n--- in process\n%s", app, g, w)
+		}
+	}
+	if n := len(tw.started()); n != 1 {
+		t.Errorf("%d workers started for %d sequential renders, want 1 (reused)", n, len(apps))
+	}
+}
+
+// Every hostile case fails in a worker with the in-process message and the same
+// error identity (errors.Is), so callers and users see no difference.
+func TestWorkersHostileSameErrors(t *testing.T) {
+	tw := newTestWorkers(t, 2)
+	for _, tt := range hostileCases() {
+		if tt.kind == "deadline" {
+			continue // TestWorkersStopLoopingTemplate
+		}
+		t.Run(tt.name, func(t *testing.T) {
+			env := newHostileEnv(t)
+			dir, opts := tt.setup(t, env)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, gerr := tw.Render(ctx, dir, opts)
+			_, werr := Render(ctx, dir, opts)
+			if gerr == nil || werr == nil || gerr.Error() != werr.Error() {
+				t.Fatalf("worker error %v, in-process error %v", gerr, werr)
+			}
+			for name, s := range sentinels {
+				if errors.Is(gerr, s) != errors.Is(werr, s) {
+					t.Errorf("errors.Is(%s): worker %v, in process %v", name, errors.Is(gerr, s), errors.Is(werr, s))
+				}
+			}
+		})
+	}
+}
+
+// A Helm template that loops for minutes is stopped at the deadline for real: the
+// render returns ErrDeadline, its worker process is gone, and the next render gets
+// a new worker.
+func TestWorkersStopLoopingTemplate(t *testing.T) {
+	tw := newTestWorkers(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := tw.Render(ctx, "../testdata/hostile/helm-loop", Options{RepoRoot: moduleRoot})
+	if !errors.Is(err, ErrDeadline) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want ErrDeadline wrapping context.DeadlineExceeded", err)
+	}
+	if !strings.Contains(err.Error(), "worker was stopped") {
+		t.Errorf("err = %q, want it to say the worker was stopped", err)
+	}
+	procs := tw.started()
+	if len(procs) != 1 || !gone(procs[0]) {
+		t.Fatalf("the looping worker is still running after the deadline")
+	}
+	if _, err := tw.Render(context.Background(), "../testdata/apps/plain-cron", Options{RepoRoot: moduleRoot}); err != nil {
+		t.Fatalf("render after the stopped one: %v", err)
+	}
+	if n := len(tw.started()); n != 2 {
+		t.Errorf("%d workers started, want 2 (the stopped one replaced)", n)
+	}
+}
+
+// A caller that goes away (its context cancelled) stops the work done for it.
+func TestWorkersStopWhenCallerLeaves(t *testing.T) {
+	tw := newTestWorkers(t, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	_, err := tw.Render(ctx, "../testdata/hostile/helm-loop", Options{RepoRoot: moduleRoot})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if procs := tw.started(); len(procs) != 1 || !gone(procs[0]) {
+		t.Fatal("the worker goes on after its caller left")
+	}
+}
+
+// A template that eats memory is stopped at the worker's memory bound with a
+// message that says so; the daemon's own memory is not touched.
+func TestWorkersStopMemoryHog(t *testing.T) {
+	tw := newTestWorkers(t, 1, WithWorkerMemory(256<<20))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := tw.Render(ctx, "../testdata/hostile/helm-memory", Options{RepoRoot: moduleRoot})
+	if err == nil || !strings.Contains(err.Error(), "the render used more than 256 MiB of memory and was stopped") {
+		t.Fatalf("err = %v, want the memory bound named", err)
+	}
+	if procs := tw.started(); len(procs) != 1 || !gone(procs[0]) {
+		t.Fatal("the worker goes on past its memory bound")
+	}
+}
+
+// Renders wait for a free worker within their deadline; no more workers run than
+// the bound.
+func TestWorkersBound(t *testing.T) {
+	tw := newTestWorkers(t, 1)
+	busy, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	go tw.Render(busy, "../testdata/hostile/helm-loop", Options{RepoRoot: moduleRoot}) //nolint:errcheck
+	for len(tw.started()) == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	ctx, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel2()
+	_, err := tw.Render(ctx, "../testdata/apps/plain-cron", Options{RepoRoot: moduleRoot})
+	if !errors.Is(err, ErrDeadline) || !strings.Contains(err.Error(), "every render worker was busy") {
+		t.Fatalf("err = %v, want ErrDeadline saying every worker was busy", err)
+	}
+	if n := len(tw.started()); n != 1 {
+		t.Errorf("%d workers started with a bound of 1", n)
+	}
+}
+
+// An idle worker exits after the idle time; a dead worker is not reused.
+func TestWorkersIdleAndDead(t *testing.T) {
+	tw := newTestWorkers(t, 1, WithWorkerIdle(100*time.Millisecond))
+	app := "../testdata/apps/plain-cron"
+	if _, err := tw.Render(context.Background(), app, Options{RepoRoot: moduleRoot}); err != nil {
+		t.Fatal(err)
+	}
+	first := tw.started()[0]
+	for deadline := time.Now().Add(10 * time.Second); !gone(first); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("an idle worker did not exit")
+		}
+	}
+	if _, err := tw.Render(context.Background(), app, Options{RepoRoot: moduleRoot}); err != nil {
+		t.Fatal(err)
+	}
+	second := tw.started()[1]
+	syscall.Kill(second.Process.Pid, syscall.SIGKILL) //nolint:errcheck
+	for !gone(second) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // the reaping goroutine marks it exited
+	if _, err := tw.Render(context.Background(), app, Options{RepoRoot: moduleRoot}); err != nil {
+		t.Fatalf("render after a worker died: %v", err)
+	}
+	if n := len(tw.started()); n != 3 {
+		t.Errorf("%d workers started, want 3 (the dead one not reused)", n)
+	}
+}
