@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -69,11 +70,18 @@ Environment:
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
+			// The same bound as a render's: a registry that accepts and never answers
+			// costs at most renderTimeout.
+			ctx, cancel := context.WithTimeoutCause(cmd.Context(), cfg.RenderTimeout,
+				fmt.Errorf("the resolution did not finish within %s (renderTimeout)", cfg.RenderTimeout))
+			defer cancel()
 			if app != "" {
 				ctx = resolve.WithApp(ctx, app)
 			}
 			res, err := resolver.Resolve(ctx, repo, written, policy)
+			if err != nil && ctx.Err() != nil {
+				err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
+			}
 			var noTag *resolve.NoTagError
 			if err != nil && !errors.As(err, &noTag) {
 				return err

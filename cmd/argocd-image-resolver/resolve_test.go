@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,5 +154,33 @@ func TestResolveCommandRegistriesCredentials(t *testing.T) {
 	r = resolveCmd(t, bad, s.Ref("team/app"), "--app", "team-web")
 	if r.code != 3 || strings.Contains(r.stdout+r.stderr, secret) || !strings.Contains(r.stderr, "env:TEAM_REGISTRY") {
 		t.Errorf("wrong credential: exit %d, output %q %q; want 3, naming the source, without the secret", r.code, r.stdout, r.stderr)
+	}
+}
+
+// A registry that accepts connections and never answers costs `resolve` at most
+// renderTimeout (its per-request bounds are far longer), and the error says so.
+func TestResolveCommandBoundedByRenderTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	cfg := filepath.Join(t.TempDir(), "registries.yaml")
+	body := fmt.Sprintf("registries:\n- prefix: silent.example\n  api: %q\n  insecure: true\n", ln.Addr().String())
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := resolveCmd(t, []string{"IMAGE_RESOLVER_REGISTRIES_CONFIG=" + cfg, "IMAGE_RESOLVER_RENDER_TIMEOUT=2s"}, "silent.example/team/app")
+	if r.code == 0 || !strings.Contains(r.stderr, "the resolution did not finish within 2s (renderTimeout)") {
+		t.Fatalf("exit %d, stderr %q; want a failure naming renderTimeout", r.code, r.stderr)
 	}
 }
