@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,18 +122,7 @@ const tokenDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 // RoleBinding gives it to the ServiceAccount the repo-server Deployment runs as, and
 // (as Argo CD mounts no token into the repo-server pod) only the sidecar gets one.
 func TestComponentOnArgoCD(t *testing.T) {
-	names, err := filepath.Glob("*.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	component := map[string][]byte{}
-	for _, name := range names {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		component[name] = b
-	}
+	component := deployFiles(t)
 	for _, version := range argoCDVersions(t) {
 		manifests := argoCDManifests(t, version, "install.yaml", "namespace-install.yaml")
 		// install.yaml (CRDs included: seconds to build) as most install it;
@@ -204,13 +194,45 @@ func argoCDManifests(t *testing.T, version string, names ...string) map[string][
 	return manifests
 }
 
+// deployFiles returns the files of deploy/ a kustomization reads (YAML and JSON, not
+// the image's), by path relative to deploy/.
+func deployFiles(t *testing.T) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (path == "image" || path == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !(strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".json")) {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		files[filepath.ToSlash(path)] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
 // buildOn builds, in memory, a user's kustomization: namespace, Argo CD's install
 // manifest as a resource, this component.
 func buildOn(t *testing.T, component map[string][]byte, install []byte, namespace string) resmap.ResMap {
+	return buildWith(t, component, install, "namespace: "+namespace+"\nresources:\n  - install.yaml\ncomponents:\n  - ../deploy\n")
+}
+
+// buildWith builds, in memory, the kustomization text in /app beside Argo CD's
+// install manifest (install.yaml), with deploy/'s files in /deploy.
+func buildWith(t *testing.T, component map[string][]byte, install []byte, kustomization string) resmap.ResMap {
+	t.Helper()
 	fs := filesys.MakeFsInMemory()
 	files := map[string][]byte{
 		"/app/install.yaml":       install,
-		"/app/kustomization.yaml": []byte("namespace: " + namespace + "\nresources:\n  - install.yaml\ncomponents:\n  - ../deploy\n"),
+		"/app/kustomization.yaml": []byte(kustomization),
 	}
 	for name, b := range component {
 		files["/deploy/"+name] = b
@@ -364,6 +386,30 @@ func checkBuild(t *testing.T, resMap resmap.ResMap, install []byte, namespace st
 		controlPlane.ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
 		t.Errorf("sidecar env IMAGE_RESOLVER_CONTROL_PLANE_NAMESPACE = %+v, want the pod's metadata.namespace", controlPlane)
 	}
+
+	checkSidecarPod(t, &pod, configMapsOf(t, resMap), "argocd-repo-server")
+	var svc corev1.Service
+	if !object(t, resMap, "Service", "argocd-image-resolver-metrics", &svc) {
+		t.Fatal("no Service argocd-image-resolver-metrics")
+	}
+	checkMetricsService(t, &svc, &deploy)
+}
+
+// configMapsOf returns the data of every ConfigMap of resMap, by name.
+func configMapsOf(t *testing.T, resMap resmap.ResMap) map[string]map[string]string {
+	t.Helper()
+	out := map[string]map[string]string{}
+	for _, r := range resMap.Resources() {
+		if r.GetKind() != "ConfigMap" {
+			continue
+		}
+		var cm corev1.ConfigMap
+		if !object(t, resMap, "ConfigMap", r.GetName(), &cm) {
+			t.Fatalf("ConfigMap %s", r.GetName())
+		}
+		out[cm.Name] = cm.Data
+	}
+	return out
 }
 
 func boolString(b *bool) string {
