@@ -478,8 +478,10 @@ func convertWriteBack(conf *appConf, src appSource, c *converted) (mode, target,
 			git = true
 			mode = pin.ModeUse
 			c.add(Note, "%s: write-back-method %q is pin-mode use: renders take images from the pins in git, and the sidecar's daemon commits each new match (pin-mode write records them and renders live)", conf.method.from, m)
-			if creds := strings.TrimPrefix(strings.TrimPrefix(m, "git"), ":"); creds != "" {
+			if creds := strings.TrimPrefix(strings.TrimPrefix(m, "git"), ":"); creds != "" && creds != "repocreds" {
 				c.add(Lost, "%s: git credentials %q: pins are committed by the sidecar's daemon with the operator's git.credentials (one configuration for every app)", conf.method.from, creds)
+			} else {
+				c.add(Note, "%s: pins are committed by the sidecar's daemon with the operator's git.credentials; it does not read Argo CD's repository credentials", conf.method.from)
 			}
 		default:
 			c.add(Lost, "%s: write-back-method %q: unknown (argocd-image-updater knows argocd, git and git:<credentials>)", conf.method.from, conf.method.v)
@@ -505,13 +507,20 @@ func convertWriteBack(conf *appConf, src appSource, c *converted) (mode, target,
 	if conf.branch.set {
 		b := strings.TrimSpace(conf.branch.v)
 		base, newBranch, split := strings.Cut(b, ":")
-		if split {
-			c.add(Lost, "%s: git-branch %q: write-back to a new branch (%s) is not supported; pins are committed to %q", conf.branch.from, b, newBranch, base)
+		into := fmt.Sprintf("%q", base)
+		if base == "" {
+			into = "the Application's branch (targetRevision)"
 		}
-		if err := pin.CheckBranch(base); err != nil {
-			c.add(Lost, "%s: git-branch %q: %v", conf.branch.from, base, err)
-		} else if base != "" {
-			branch = base
+		if split {
+			c.add(Lost, "%s: git-branch %q: write-back to a new branch (%s) is not supported; pins are committed to %s", conf.branch.from, b, newBranch, into)
+		}
+		// An empty base is the Application's own branch: pin-branch's default.
+		if base != "" {
+			if err := pin.CheckBranch(base); err != nil {
+				c.add(Lost, "%s: git-branch %q: %v", conf.branch.from, base, err)
+			} else {
+				branch = base
+			}
 		}
 	}
 	if conf.repository.set {

@@ -187,7 +187,11 @@ func (r *registries) readEntry(m map[string]any, from string) {
 				cfg.DefaultNamespace = v
 			}
 		case "default":
-			if truthy(m[k]) {
+			switch {
+			case !truthy(m[k]):
+			case sameHost("docker.io", prefix):
+				r.add(Note, "%s default: true: not needed; Docker Hub is the resolver's default registry too", where)
+			default:
 				r.add(Lost, "%s default: true: images without a registry are Docker Hub's for the resolver, as for the container runtime; write the registry in image-list", where)
 			}
 		case "limit":
@@ -208,6 +212,16 @@ func (r *registries) readEntry(m map[string]any, from string) {
 	if cfg.CA != "" && cfg.Insecure {
 		r.add(Lost, "%s ca_file: not with insecure; the resolver takes one or the other", where)
 		cfg.CA = ""
+	}
+	if strings.HasPrefix(cfg.Credentials, resolve.CredExt+":") {
+		// argocd-image-updater's cloud registries need scripts; the resolver
+		// has the cloud's own credentials.
+		host, _, _ := strings.Cut(prefix, "/")
+		if _, _, ok := resolve.ECRHost(host); ok {
+			r.add(Note, "%s credentials %q: carried over; the resolver also reads ECR credentials itself (credentials: ecr, through IRSA or EKS Pod Identity; docs/registries.md)", where, cfg.Credentials)
+		} else if strings.HasSuffix(host, ".azurecr.io") {
+			r.add(Note, "%s credentials %q: carried over; the resolver also reads ACR credentials itself (credentials: acr, through AKS Workload Identity; docs/registries.md)", where, cfg.Credentials)
+		}
 	}
 	checked, err := check(cfg)
 	if err != nil {
@@ -271,8 +285,8 @@ func appendOnce(list []string, s string) []string {
 
 // render writes the registries file, entries sorted by prefix; nil when empty.
 func (r *registries) render() ([]byte, []Finding, error) {
-	if len(r.entries) == 0 {
-		return nil, r.findings, nil
+	if len(r.entries) == 0 && len(r.findings) == 0 {
+		return nil, nil, nil
 	}
 	entries := slices.Clone(r.entries)
 	slices.SortStableFunc(entries, func(a, b *regEntry) int { return strings.Compare(a.cfg.Prefix, b.cfg.Prefix) })
@@ -297,7 +311,7 @@ func (r *registries) render() ([]byte, []Finding, error) {
 			mapSet(m, "credentialsExpire", scalar(c.CredentialsExpire))
 		}
 		if c.RateLimit != 0 {
-			mapSet(m, "rateLimit", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: strconv.FormatFloat(c.RateLimit, 'f', -1, 64)})
+			mapSet(m, "rateLimit", &yaml.Node{Kind: yaml.ScalarNode, Value: strconv.FormatFloat(c.RateLimit, 'f', -1, 64)})
 		}
 		if c.DefaultNamespace != "" {
 			mapSet(m, "defaultNamespace", scalar(c.DefaultNamespace))
@@ -307,6 +321,9 @@ func (r *registries) render() ([]byte, []Finding, error) {
 	root := &yaml.Node{Kind: yaml.MappingNode}
 	mapSet(root, "registries", seq)
 	var b bytes.Buffer
+	for _, l := range findingLines(sortFindings(r.findings)) {
+		b.WriteString("# " + oneLine(l) + "\n")
+	}
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
 	if err := enc.Encode(root); err != nil {
