@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -554,4 +555,75 @@ func TestLinks(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no relative links found")
 	}
+}
+
+// cliNames are the subcommands and flags of argocd-image-resolver, read from its
+// sources (cobra's Use: and the flag definitions) and from config (the setting flags
+// of serve and sidecar, --config, --registries-config).
+func cliNames(t *testing.T) (commands, flags map[string]bool) {
+	t.Helper()
+	commands, flags = map[string]bool{}, map[string]bool{"help": true, "version": true, "config": true, "registries-config": true}
+	for _, s := range config.Settings() {
+		flags[s.Flag] = true
+	}
+	files, err := filepath.Glob(filepath.Join(moduleRoot, "cmd", "argocd-image-resolver", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	useRE := regexp.MustCompile(`Use:\s*"([a-z][a-z-]*)`)
+	flagRE := regexp.MustCompile(`\.(?:String|Bool|Int|Int64|Float64|Duration|Var|Count)[A-Za-z]*\([^"\n]*"([a-z][a-z0-9-]*)"`)
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range useRE.FindAllSubmatch(b, -1) {
+			commands[string(m[1])] = true
+		}
+		for _, m := range flagRE.FindAllSubmatch(b, -1) {
+			flags[string(m[1])] = true
+		}
+	}
+	if len(commands) < 5 || !commands["resolve"] || !flags["explain"] {
+		t.Fatalf("reading the CLI's sources found commands %v and flags %v: the probe no longer works", commands, flags)
+	}
+	return commands, flags
+}
+
+// TestCommandsInDocs: every `argocd-image-resolver SUBCOMMAND --flag` the docs show
+// (in code blocks and code spans) names a subcommand and flags the CLI has.
+func TestCommandsInDocs(t *testing.T) {
+	commands, flags := cliNames(t)
+	names, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdRE := regexp.MustCompile(`(?:^|[\s/$(` + "`" + `])argocd-image-resolver\s+([a-z][a-z-]*)([^\n` + "`" + `]*)`)
+	flagRE := regexp.MustCompile(`(?:^|\s)--([a-z][a-z0-9-]*)`)
+	n := 0
+	for _, name := range names {
+		for _, m := range cmdRE.FindAllStringSubmatch(readDoc(t, name), -1) {
+			sub, rest := m[1], m[2]
+			if !commands[sub] {
+				t.Errorf("%s: argocd-image-resolver %s: no such subcommand (have %v)", name, sub, slices.Sorted(maps.Keys(commands)))
+				continue
+			}
+			n++
+			if sub == "sidecar" {
+				rest, _, _ = strings.Cut(rest, " -- ") // the CMP server's own arguments follow
+			}
+			for _, f := range flagRE.FindAllStringSubmatch(rest, -1) {
+				if !flags[f[1]] {
+					t.Errorf("%s: argocd-image-resolver %s ... --%s: no such flag", name, sub, f[1])
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no argocd-image-resolver command found in the docs")
+	}
+	t.Logf("%d commands checked", n)
 }
