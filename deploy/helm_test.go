@@ -1,0 +1,187 @@
+package deploy
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/yaml"
+)
+
+// chartValues are the argo-cd chart's keys deploy/helm/values.yaml sets, typed as the
+// chart's templates use them (github.com/argoproj/argo-helm, charts/argo-cd/templates,
+// read at these commits; the chart itself cannot be fetched here, only Go modules can):
+//
+//   - repoServer.extraContainers: appended to the repo-server pod's containers, after
+//     tpl (argocd-repo-server/deployment.yaml, 011824fa);
+//   - repoServer.volumes: first of the pod's volumes, before the chart's own
+//     (plugins, var-files, tmp, ...) (same file);
+//   - repoServer.automountServiceAccountToken: the pod's (same file);
+//   - repoServer.rbac: the rules of the Role the chart creates for repo-server and
+//     binds to its ServiceAccount when repoServer.serviceAccount.create (the default)
+//     (argocd-repo-server/role.yaml 0dc73fdc, rolebinding.yaml 4f3a9e60);
+//   - configs.cmp.create, configs.cmp.plugins: ConfigMap argocd-cmp-cm with, per
+//     plugin NAME, key NAME.yaml holding a ConfigManagementPlugin named NAME whose
+//     spec is the value (argocd-configs/argocd-cmp-cm.yaml, 30b338a0);
+//   - extraObjects: objects added as they are (templates/extra-manifests.yaml).
+//
+// Decoding is strict: a misspelt key of a container, volume or rule is an error.
+type chartValues struct {
+	RepoServer struct {
+		AutomountServiceAccountToken *bool               `json:"automountServiceAccountToken"`
+		Rbac                         []rbacv1.PolicyRule `json:"rbac"`
+		ExtraContainers              []corev1.Container  `json:"extraContainers"`
+		Volumes                      []corev1.Volume     `json:"volumes"`
+	} `json:"repoServer"`
+	Configs struct {
+		Cmp struct {
+			Create  bool                      `json:"create"`
+			Plugins map[string]map[string]any `json:"plugins"`
+		} `json:"cmp"`
+	} `json:"configs"`
+	ExtraObjects []map[string]any `json:"extraObjects"`
+}
+
+// chartPod is the repo-server pod the argo-cd chart renders with values, built as its
+// deployment template does, on Argo CD's own repo-server pod of the same Argo CD
+// version (the chart's pod has the same init container copying argocd-cmp-server
+// into var-files, the same plugins, var-files and tmp volumes); the chart names the
+// container repo-server and its ports repo-server and metrics.
+func chartPod(t *testing.T, install []byte, v chartValues) appsv1.Deployment {
+	t.Helper()
+	var deploy appsv1.Deployment
+	for _, doc := range strings.Split(string(install), "\n---\n") {
+		if strings.Contains(doc, "\nkind: Deployment") && strings.Contains(doc, "\n  name: argocd-repo-server\n") {
+			if err := yaml.Unmarshal([]byte(doc), &deploy); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pod := &deploy.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("Argo CD's repo-server pod has %d containers", len(pod.Containers))
+	}
+	repo := &pod.Containers[0]
+	repo.Name = "repo-server"
+	for i, p := range repo.Ports {
+		switch p.ContainerPort {
+		case 8081:
+			repo.Ports[i].Name = "repo-server"
+		case 8084:
+			repo.Ports[i].Name = "metrics"
+		}
+	}
+	pod.Containers = append(pod.Containers, v.RepoServer.ExtraContainers...)
+	pod.Volumes = append(slices.Clone(v.RepoServer.Volumes), pod.Volumes...)
+	pod.AutomountServiceAccountToken = v.RepoServer.AutomountServiceAccountToken
+	return deploy
+}
+
+// TestHelmValues checks deploy/helm/values.yaml: its structure against the chart's
+// keys (strictly typed), the repo-server pod the chart makes of it against what Argo
+// CD and the daemon require (the same checks as the Kustomize component's), and that
+// it installs the component's sidecar, volumes, plugin configuration, RBAC and metrics
+// Service: the Kustomize component is the one source, the values follow it.
+func TestHelmValues(t *testing.T) {
+	b, err := os.ReadFile("helm/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v chartValues
+	if err := yaml.UnmarshalStrict(b, &v); err != nil {
+		t.Fatalf("helm/values.yaml does not have the chart's structure: %v", err)
+	}
+	if len(v.RepoServer.ExtraContainers) != 1 {
+		t.Fatalf("repoServer.extraContainers has %d containers, want the sidecar", len(v.RepoServer.ExtraContainers))
+	}
+	// The chart passes extraContainers through tpl: template text would be evaluated.
+	cb, _ := yaml.Marshal(v.RepoServer.ExtraContainers)
+	if strings.Contains(string(cb), "{{") {
+		t.Errorf("repoServer.extraContainers holds {{, which the chart's tpl would evaluate")
+	}
+	if a := v.RepoServer.AutomountServiceAccountToken; a == nil || *a {
+		t.Errorf("repoServer.automountServiceAccountToken %v, want false (the chart's default, true, gives repo-server's container a token)", a)
+	}
+	checkRules(t, "repoServer.rbac", v.RepoServer.Rbac)
+
+	version := argoCDVersions(t)[0]
+	install := argoCDManifests(t, version, "install.yaml")["install.yaml"]
+	deploy := chartPod(t, install, v)
+	pod := &deploy.Spec.Template.Spec
+
+	// configs.cmp, as the chart writes it.
+	if !v.Configs.Cmp.Create {
+		t.Error("configs.cmp.create is false: the chart would not create argocd-cmp-cm")
+	}
+	cmp := map[string]string{}
+	for name, spec := range v.Configs.Cmp.Plugins {
+		doc, err := yaml.Marshal(map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "ConfigManagementPlugin",
+			"metadata": map[string]any{"name": name}, "spec": spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmp[name+".yaml"] = string(doc)
+	}
+	checkSidecarPod(t, pod, map[string]map[string]string{"argocd-cmp-cm": cmp}, "repo-server")
+
+	// The token: only the sidecar's.
+	sidecar := sidecarOf(t, pod)
+	token := mountAt(sidecar, tokenDir)
+	if token == nil || !token.ReadOnly {
+		t.Fatalf("the sidecar mounts %+v at %s, want its read-only token", token, tokenDir)
+	}
+	checkTokenVolume(t, pod.Volumes, token.Name)
+
+	// extraObjects: the metrics Service.
+	if len(v.ExtraObjects) != 1 {
+		t.Fatalf("extraObjects has %d objects, want the metrics Service", len(v.ExtraObjects))
+	}
+	ob, _ := yaml.Marshal(v.ExtraObjects[0])
+	var svc corev1.Service
+	if err := yaml.UnmarshalStrict(ob, &svc); err != nil || svc.Kind != "Service" {
+		t.Fatalf("extraObjects[0] is not a Service: %v", err)
+	}
+	checkMetricsService(t, &svc, &deploy)
+
+	// The same as the component: build it on the same install and compare.
+	resMap := buildOn(t, deployFiles(t), install, "argocd")
+	var built appsv1.Deployment
+	var builtSvc corev1.Service
+	var role rbacv1.Role
+	if !object(t, resMap, "Deployment", "argocd-repo-server", &built) || !object(t, resMap, "Service", "argocd-image-resolver-metrics", &builtSvc) ||
+		!object(t, resMap, "Role", "argocd-image-resolver", &role) {
+		t.Fatal("the component did not build")
+	}
+	want := sidecarOf(t, &built.Spec.Template.Spec).DeepCopy()
+	got := sidecar.DeepCopy()
+	// Only where the plugin configuration comes from differs: argocd-cmp-cm's key.
+	for _, c := range []*corev1.Container{want, got} {
+		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == pluginConfig })
+	}
+	if !equality.Semantic.DeepEqual(got, want) {
+		gb, _ := yaml.Marshal(got)
+		wb, _ := yaml.Marshal(want)
+		t.Errorf("repoServer.extraContainers differs from the component's sidecar (repo-server-sidecar.yaml):\n%s\n---- want ----\n%s", gb, wb)
+	}
+	pluginVolume := mountAt(sidecar, pluginConfig).Name
+	for _, vol := range v.RepoServer.Volumes {
+		if vol.Name == pluginVolume {
+			continue
+		}
+		if bv := volumeOf(&built.Spec.Template.Spec, vol.Name); bv == nil || !equality.Semantic.DeepEqual(*bv, vol) {
+			t.Errorf("repoServer.volumes %s differs from the component's: %+v, want %+v", vol.Name, vol, bv)
+		}
+	}
+	if !equality.Semantic.DeepEqual(role.Rules, v.RepoServer.Rbac) {
+		t.Errorf("repoServer.rbac %+v, the component's Role %+v", v.RepoServer.Rbac, role.Rules)
+	}
+	builtSvc.Namespace = ""
+	if !equality.Semantic.DeepEqual(svc, builtSvc) {
+		t.Errorf("extraObjects' Service %+v differs from the component's %+v", svc, builtSvc)
+	}
+}
