@@ -356,13 +356,27 @@ func readDocs(in Input) ([]*doc, error) {
 		if root.Kind != yaml.MappingNode {
 			return nil, &InputError{Input: in.Name, Doc: n, Err: errors.New("not a mapping (accepted: Kubernetes objects: Applications, ImageUpdater resources, argocd-image-updater's ConfigMap; or a registries.conf)")}
 		}
-		d := &doc{input: in.Name, n: n, node: &node, root: root, kind: mapString(root, "kind")}
-		api := mapString(root, "apiVersion")
-		if g, _, ok := strings.Cut(api, "/"); ok {
-			d.group = g
+		if items := mapGet(root, "items"); mapString(root, "kind") == "List" && items != nil && items.Kind == yaml.SequenceNode {
+			// kubectl get -o yaml: each item is migrated as a document of its own.
+			for _, it := range items.Content {
+				if it.Kind != yaml.MappingNode {
+					return nil, &InputError{Input: in.Name, Doc: n, Err: errors.New("an item of the List is not a mapping")}
+				}
+				out = append(out, newDoc(in.Name, n, &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{it}}))
+			}
+			continue
 		}
-		out = append(out, d)
+		out = append(out, newDoc(in.Name, n, &node))
 	}
+}
+
+func newDoc(input string, n int, node *yaml.Node) *doc {
+	root := node.Content[0]
+	d := &doc{input: input, n: n, node: node, root: root, kind: mapString(root, "kind")}
+	if g, _, ok := strings.Cut(mapString(root, "apiVersion"), "/"); ok {
+		d.group = g
+	}
+	return d
 }
 
 // mapGet returns the value of key in a mapping node, or nil.

@@ -358,3 +358,29 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("empty input: %q, %v", res.Stream(), err)
 	}
 }
+
+// kubectl get -o yaml gives a List: its items are migrated one by one.
+func TestList(t *testing.T) {
+	in := `apiVersion: v1
+kind: List
+items:
+- apiVersion: argoproj.io/v1alpha1
+  kind: Application
+  metadata: {name: a, namespace: argocd, annotations: {argocd-image-updater.argoproj.io/image-list: "web=ghcr.io/o/web:~1.2"}}
+  spec: {source: {repoURL: r, path: a}}
+- apiVersion: v1
+  kind: Service
+  metadata: {name: s}
+`
+	res, err := Migrate([]Input{{Name: "list", Data: []byte(in)}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apps := migratedApps(t, res.Manifests)
+	if len(apps) != 1 || apps[0].name != "a" || apps[0].params[0].String != "web=ghcr.io/o/web:~1.2" {
+		t.Fatalf("apps %+v\n%s", apps, res.Manifests)
+	}
+	if !strings.Contains(string(res.Manifests), "---\napiVersion: v1\nkind: Service\n") {
+		t.Errorf("the List's other item is not passed through:\n%s", res.Manifests)
+	}
+}
