@@ -86,6 +86,10 @@ type Config struct {
 	// Git is how pins are committed (pin-mode write and use).
 	Git GitConfig
 
+	// Redis is the registry view shared by the daemons of several replicas
+	// (config/redis.go); no address: none.
+	Redis RedisConfig
+
 	// RenderTimeout bounds one render (policy, sources, resolution, rewrite), below
 	// Argo CD's 90s exec timeout for a plugin, so that a render that cannot finish
 	// says why instead of being killed.
@@ -149,6 +153,7 @@ func DefaultConfig() Config {
 		ForgetAfter:           DefaultForgetAfter,
 		MaxTrackedApps:        DefaultMaxTrackedApps,
 		RenderTimeout:         DefaultRenderTimeout,
+		Redis:                 DefaultRedisConfig(),
 		RenderWorkers:         DefaultRenderWorkers,
 		RenderWorkerMemory:    render.DefaultWorkerMemory,
 		TagListMaxPages:       resolve.DefaultMaxTagPages,
@@ -289,12 +294,18 @@ git:                                   # how pins are committed (apps with pin-m
   batchWindow: 2s                      # changes for one repository and branch within this time: one commit
   credentials:                         # HTTPS, longest prefix wins; other repositories are tried without
     - {prefix: "https://git.example.com/org/", username: bot, passwordFile: /etc/argocd-image-resolver/git-token}
+redis:                                 # the registry view shared by several replicas (docs/redis.md)
+  address: ""                          # e.g. argocd-redis:6379; "" (default): no shared tier
+  keyPrefix: "argocd-image-resolver:"
+  dialTimeout: 200ms                   # past these the daemon goes on without Redis until it answers
+  timeout: 200ms
+  contentTTL: 24h                      # manifests and configs by digest
 `
 
 // Settings lists every configuration value with its YAML key, environment variable
 // and flag. The YAML file also takes registries: (see resolve.ParseRegistries).
 func Settings() []Setting {
-	return []Setting{
+	return append([]Setting{
 		{Key: "socket", Env: SocketEnv, Flag: "socket", Usage: "unix socket of the resolution API", Type: "path",
 			set: func(c *Config, v string) error {
 				switch {
@@ -471,7 +482,7 @@ func Settings() []Setting {
 				return nil
 			},
 			get: func(c *Config) string { return strconv.Itoa(c.MaxTrackedApps) }},
-	}
+	}, redisSettings()...)
 }
 
 func settingByKey(key string) (Setting, bool) {

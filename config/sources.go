@@ -25,9 +25,11 @@ import (
 func fileKeys() []string {
 	var keys []string
 	for _, s := range Settings() {
-		keys = append(keys, s.Key)
+		if !strings.HasPrefix(s.Key, redisSection) { // the redis: section's
+			keys = append(keys, s.Key)
+		}
 	}
-	return append(keys, "registries", "git")
+	return append(keys, "registries", "git", "redis")
 }
 
 // LoadFile applies a YAML configuration file. Unknown keys are errors; bad values
@@ -79,6 +81,10 @@ func (c *Config) ParseFile(source string, raw []byte) error {
 			c.Registries = regs
 		case "rateLimits":
 			if err := c.parseRateLimits(field, v); err != nil {
+				return err
+			}
+		case "redis":
+			if err := c.parseRedis(source, v); err != nil {
 				return err
 			}
 		case "git":
@@ -224,6 +230,9 @@ func (c *Config) Validate() error {
 		}
 		seen[cp.Registry] = true
 	}
+	if err := c.Redis.Validate(); err != nil {
+		return err
+	}
 	return c.Git.Validate()
 }
 
@@ -253,6 +262,9 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 		}
 		if s.List {
 			fs.Lookup(s.Flag).Usage += "; repeatable"
+		}
+		if s.Type == "bool" {
+			fs.Lookup(s.Flag).NoOptDefVal = "true" // --redis-tls alone
 		}
 		f.values[s.Key] = v
 	}

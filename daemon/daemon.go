@@ -126,6 +126,10 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		return nil, err
 	}
 	d.Limiter = limiter
+	shared, err := cfg.NewRedis(d.Metrics.Metrics, o.log) // nil without redis.address
+	if err != nil {
+		return nil, err
+	}
 	d.Registry = cache.NewRegistry(remote,
 		cache.WithTagTTL(cfg.TagTTL),
 		cache.WithHeadTTL(cfg.HeadTTL),
@@ -133,7 +137,8 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		cache.WithRefreshAhead(cfg.RefreshAhead),
 		cache.WithCacheSizes(cfg.ManifestCacheSize, cfg.BlobCacheSize),
 		cache.WithFetchTimeout(cfg.FetchTimeout),
-		cache.WithMetrics(d.Metrics.Metrics))
+		cache.WithMetrics(d.Metrics.Metrics),
+		cache.WithRedis(shared))
 	d.Resolver = cfg.NewResolver(d.Registry, resolve.WithObserver(d.Metrics.observeResolution))
 	d.Server = NewServer(d.Resolver, d.Metrics, d.log)
 	if o.worker != nil {

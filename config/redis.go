@@ -1,0 +1,294 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+)
+
+// RedisPasswordEnv holds the Redis password when no password file is set: the
+// variable Argo CD's own components read from the argocd-redis secret.
+const RedisPasswordEnv = "REDIS_PASSWORD"
+
+// RedisUsernameEnv is Argo CD's variable for a Redis ACL user.
+const RedisUsernameEnv = "REDIS_USERNAME"
+
+// RedisConfig is the shared tier of several daemons (one per repo-server replica):
+// the redis: section of the configuration file, its variables and flags. An empty
+// Address means no shared tier. The password is never part of it: it is read from
+// PasswordFile, else $REDIS_PASSWORD, each time a connection is made.
+type RedisConfig struct {
+	Address            string // HOST:PORT
+	Username           string
+	PasswordFile       string
+	TLS                bool
+	CAFile             string // PEM bundle trusted beside the system's
+	ServerName         string // expected in the server's certificate (default: the address's host)
+	InsecureSkipVerify bool
+	KeyPrefix          string
+	DialTimeout        time.Duration
+	Timeout            time.Duration // per command, read and write
+	ContentTTL         time.Duration // manifests and configs by digest
+}
+
+// DefaultRedisConfig is no shared tier, and the settings it gets once an address
+// is given.
+func DefaultRedisConfig() RedisConfig {
+	return RedisConfig{
+		KeyPrefix:   cache.DefaultRedisKeyPrefix,
+		DialTimeout: cache.DefaultRedisDialTimeout,
+		Timeout:     cache.DefaultRedisTimeout,
+		ContentTTL:  cache.DefaultRedisContentTTL,
+	}
+}
+
+const redisSection = "redis."
+
+// redisSettings are the redis.* settings; in the file they are the keys of the
+// redis: section.
+func redisSettings() []Setting {
+	str := func(key, env, flag, usage, typ string, field func(*Config) *string, check func(string) error) Setting {
+		return Setting{Key: redisSection + key, Env: env, Flag: flag, Usage: usage, Type: typ,
+			set: func(c *Config, v string) error {
+				v = strings.TrimSpace(v)
+				if check != nil {
+					if err := check(v); err != nil {
+						return err
+					}
+				}
+				*field(c) = v
+				return nil
+			},
+			get: func(c *Config) string { return *field(c) },
+		}
+	}
+	boolean := func(key, env, flag, usage string, field func(*Config) *bool) Setting {
+		return Setting{Key: redisSection + key, Env: env, Flag: flag, Usage: usage, Type: "bool",
+			set: func(c *Config, v string) error {
+				b, err := strconv.ParseBool(strings.TrimSpace(v))
+				if err != nil {
+					return &resolve.InputError{Value: v, Accepted: "true or false"}
+				}
+				*field(c) = b
+				return nil
+			},
+			get: func(c *Config) string { return strconv.FormatBool(*field(c)) },
+		}
+	}
+	timeout := func(key, env, flag, usage string, field func(*Config) *time.Duration, lo, hi time.Duration) Setting {
+		s := durationSetting(redisSection+key, env, flag, usage, field, lo)
+		set := s.set
+		s.set = func(c *Config, v string) error {
+			var scratch Config
+			if err := set(&scratch, v); err != nil {
+				return err
+			}
+			if d := *field(&scratch); d > hi {
+				return &resolve.InputError{Value: v, Accepted: fmt.Sprintf("%s, from %s to %s", durationAccepted, lo, hi)}
+			}
+			return set(c, v)
+		}
+		return s
+	}
+	return []Setting{
+		str("address", "IMAGE_RESOLVER_REDIS_ADDR", "redis-addr",
+			`HOST:PORT of the Redis the daemons of several repo-server replicas share their registry view through, e.g. argocd-redis:6379 ("": none)`, "address",
+			func(c *Config) *string { return &c.Redis.Address }, checkRedisAddress),
+		str("username", RedisUsernameEnv, "redis-username", "Redis ACL user (default: the default user)", "string",
+			func(c *Config) *string { return &c.Redis.Username }, nil),
+		str("passwordFile", "IMAGE_RESOLVER_REDIS_PASSWORD_FILE", "redis-password-file",
+			"file holding the Redis password, read at each connection (default: $"+RedisPasswordEnv+", as Argo CD's argocd-redis secret sets it)", "path",
+			func(c *Config) *string { return &c.Redis.PasswordFile }, nil),
+		boolean("tls", "IMAGE_RESOLVER_REDIS_TLS", "redis-tls", "speak TLS to Redis",
+			func(c *Config) *bool { return &c.Redis.TLS }),
+		str("caFile", "IMAGE_RESOLVER_REDIS_CA_FILE", "redis-ca-file", "PEM certificates trusted for Redis's TLS certificate, beside the system's", "path",
+			func(c *Config) *string { return &c.Redis.CAFile }, nil),
+		str("serverName", "IMAGE_RESOLVER_REDIS_SERVER_NAME", "redis-server-name", "name expected in Redis's TLS certificate (default: the address's host)", "string",
+			func(c *Config) *string { return &c.Redis.ServerName }, nil),
+		boolean("insecureSkipVerify", "IMAGE_RESOLVER_REDIS_INSECURE_SKIP_VERIFY", "redis-insecure-skip-verify",
+			"do not check Redis's TLS certificate (anyone on the path can read and change the shared view)",
+			func(c *Config) *bool { return &c.Redis.InsecureSkipVerify }),
+		str("keyPrefix", "IMAGE_RESOLVER_REDIS_KEY_PREFIX", "redis-key-prefix",
+			"start of every key the daemons write (daemons sharing a prefix must share their registries configuration)", "string",
+			func(c *Config) *string { return &c.Redis.KeyPrefix }, checkKeyPrefix),
+		timeout("dialTimeout", "IMAGE_RESOLVER_REDIS_DIAL_TIMEOUT", "redis-dial-timeout", "time to connect to Redis; past it the daemon goes on without it",
+			func(c *Config) *time.Duration { return &c.Redis.DialTimeout }, time.Millisecond, 10*time.Second),
+		timeout("timeout", "IMAGE_RESOLVER_REDIS_TIMEOUT", "redis-timeout", "time one Redis command may take; past it the daemon goes on without Redis until it answers again",
+			func(c *Config) *time.Duration { return &c.Redis.Timeout }, time.Millisecond, 10*time.Second),
+		timeout("contentTTL", "IMAGE_RESOLVER_REDIS_CONTENT_TTL", "redis-content-ttl", "how long manifests and configs by digest stay in Redis (not extended by reads)",
+			func(c *Config) *time.Duration { return &c.Redis.ContentTTL }, time.Minute, 30*24*time.Hour),
+	}
+}
+
+func checkRedisAddress(v string) error {
+	if v == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(v)
+	if p, perr := strconv.Atoi(port); err != nil || perr != nil || host == "" || p < 1 || p > 65535 {
+		return &resolve.InputError{Value: v, Accepted: `HOST:PORT, e.g. argocd-redis:6379, or "" for no shared tier`}
+	}
+	return nil
+}
+
+func checkKeyPrefix(v string) error {
+	if v == "" || len(v) > 128 || strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		return &resolve.InputError{Value: v, Accepted: "1 to 128 printable ASCII characters without spaces, e.g. argocd-image-resolver:"}
+	}
+	return nil
+}
+
+// parseRedis reads the redis: section of a configuration file: the redis.*
+// settings by their key in the section.
+func (c *Config) parseRedis(source string, raw json.RawMessage) error {
+	var sec map[string]json.RawMessage
+	var keys []string
+	for _, s := range redisSettings() {
+		keys = append(keys, strings.TrimPrefix(s.Key, redisSection))
+	}
+	if err := json.Unmarshal(raw, &sec); err != nil {
+		return &resolve.InputError{Field: source + ": redis", Value: string(raw), Accepted: "a mapping with keys " + strings.Join(keys, ", ")}
+	}
+	names := make([]string, 0, len(sec))
+	for k := range sec {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		field := source + ": redis." + k
+		if !slices.Contains(keys, k) {
+			return fmt.Errorf("config %s: unknown key redis.%s (accepted: %s)", source, k, strings.Join(keys, ", "))
+		}
+		v := sec[k]
+		var b bool
+		s, err := scalar(v)
+		if err != nil && json.Unmarshal(v, &b) == nil {
+			s, err = strconv.FormatBool(b), nil
+		}
+		if err != nil {
+			return &resolve.InputError{Field: field, Value: string(v), Accepted: "a single value"}
+		}
+		if err := c.Set(redisSection+k, s, field); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate checks what each setting cannot check alone: TLS options need TLS, and
+// the password and CA files must be readable (their content is never shown).
+func (r RedisConfig) Validate() error {
+	if r.Address == "" {
+		return nil
+	}
+	if !r.TLS {
+		switch {
+		case r.CAFile != "":
+			return &resolve.InputError{Field: "redis.caFile", Value: r.CAFile, Accepted: "a CA file only with redis.tls: true"}
+		case r.ServerName != "":
+			return &resolve.InputError{Field: "redis.serverName", Value: r.ServerName, Accepted: "a server name only with redis.tls: true"}
+		case r.InsecureSkipVerify:
+			return &resolve.InputError{Field: "redis.insecureSkipVerify", Value: "true", Accepted: "only with redis.tls: true"}
+		}
+	}
+	if r.PasswordFile != "" {
+		if _, err := readSecretFile(r.PasswordFile); err != nil {
+			return fmt.Errorf("redis.passwordFile: %w", err)
+		}
+	}
+	if _, err := r.tlsConfig(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// readSecretFile reads a one-line secret; errors name the file, never its content.
+func readSecretFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err // *PathError: operation, path and reason
+	}
+	s := strings.TrimRight(string(b), "\r\n")
+	if s == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return s, nil
+}
+
+func (r RedisConfig) tlsConfig() (*tls.Config, error) {
+	if !r.TLS {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: r.ServerName, InsecureSkipVerify: r.InsecureSkipVerify} //nolint:gosec // the operator's choice, documented
+	if tc.ServerName == "" {
+		tc.ServerName, _, _ = net.SplitHostPort(r.Address)
+	}
+	if r.CAFile != "" {
+		pem, err := os.ReadFile(r.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("redis.caFile: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, &resolve.InputError{Field: "redis.caFile", Value: r.CAFile, Accepted: "a file of PEM certificates"}
+		}
+		tc.RootCAs = pool
+	}
+	return tc, nil
+}
+
+// password returns the Redis password at connection time: the password file's,
+// else $REDIS_PASSWORD ("" for none).
+func (r RedisConfig) password() (string, error) {
+	if r.PasswordFile != "" {
+		p, err := readSecretFile(r.PasswordFile)
+		if err != nil {
+			return "", fmt.Errorf("redis.passwordFile: %w", err)
+		}
+		return p, nil
+	}
+	return os.Getenv(RedisPasswordEnv), nil
+}
+
+// NewRedis builds the shared tier of this configuration, recording into m; nil
+// when redis.address is empty. Redis being unreachable is not an error (the
+// daemon goes on without it and joins when it answers); bad TLS or password
+// files are.
+func (c Config) NewRedis(m *cache.Metrics, log *slog.Logger) (*cache.Redis, error) {
+	r := c.Redis
+	if r.Address == "" {
+		return nil, nil
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	tc, err := r.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	return cache.NewRedis(cache.RedisOptions{
+		Addr:        r.Address,
+		Username:    r.Username,
+		Password:    r.password,
+		TLS:         tc,
+		KeyPrefix:   r.KeyPrefix,
+		DialTimeout: r.DialTimeout,
+		Timeout:     r.Timeout,
+		ContentTTL:  r.ContentTTL,
+		Logger:      log,
+	}, m)
+}
