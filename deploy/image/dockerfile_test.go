@@ -1,6 +1,7 @@
 package image
 
 import (
+	"archive/tar"
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
@@ -232,7 +233,7 @@ func TestDockerfileAgrees(t *testing.T) {
 			t.Errorf("%s: in make image's image, not in the Dockerfile's", p)
 		} else if g != want[p] {
 			t.Errorf("%s: Dockerfile's %v, make image's %v", p, g, want[p])
-		} else if want[p].Type != 'd' {
+		} else if want[p].Type != tar.TypeDir {
 			b, err := os.ReadFile(filepath.Join(img, filepath.FromSlash(p)))
 			if err != nil {
 				t.Fatal(err)

@@ -155,6 +155,10 @@ func unpack(t *testing.T, img v1.Image, dir string) {
 				t.Fatal(err)
 			}
 		case tar.TypeReg:
+			// Extract lists the top layer first: a file may come before its directory.
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 			if err != nil {
 				t.Fatal(err)

@@ -171,12 +171,16 @@ func Build(o Options) (v1.Image, error) {
 		return nil, fmt.Errorf("image: binaries layer: %w", err)
 	}
 
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	// Docker's schema 2 media types, not OCI's: a `docker save` tarball has no manifest,
+	// and go-containerregistry (crane push) rebuilds one with Docker's types from it, so
+	// only these give the tarball, the layout and a pushed image one digest. Every
+	// registry and runtime Kubernetes uses reads them.
+	img := mutate.MediaType(empty.Image, types.DockerManifestSchema2)
+	img = mutate.ConfigMediaType(img, types.DockerConfigJSON)
 	img, err = mutate.Append(img,
-		mutate.Addendum{Layer: baseLayer, MediaType: types.OCILayer, History: v1.History{
+		mutate.Addendum{Layer: baseLayer, MediaType: types.DockerLayer, History: v1.History{
 			Created: v1.Time{Time: created}, CreatedBy: "deploy/image: passwd, group, CA certificates, " + Home + ", /tmp"}},
-		mutate.Addendum{Layer: binLayer, MediaType: types.OCILayer, History: v1.History{
+		mutate.Addendum{Layer: binLayer, MediaType: types.DockerLayer, History: v1.History{
 			Created: v1.Time{Time: created}, CreatedBy: "deploy/image: " + BinDir + "/{" + strings.Join(Binaries, ",") + "}"}},
 	)
 	if err != nil {
@@ -300,7 +304,7 @@ func tarHeader(e Entry, t time.Time) *tar.Header {
 	return h
 }
 
-// layer is a gzip-compressed OCI layer of entries, every time set to t. Go's gzip
+// layer is a gzip-compressed layer of entries, every time set to t. Go's gzip
 // writes no name or time in its header, so equal entries give equal bytes.
 func layer(entries []Entry, t time.Time) (v1.Layer, error) {
 	var buf bytes.Buffer
@@ -321,10 +325,19 @@ func layer(entries []Entry, t time.Time) (v1.Layer, error) {
 		return nil, err
 	}
 	data := buf.Bytes()
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(data)), nil
-	}, tarball.WithMediaType(types.OCILayer))
+	}, tarball.WithMediaType(types.DockerLayer))
+	if err != nil {
+		return nil, err
+	}
+	return plainLayer{l}, nil
 }
+
+// plainLayer hides the tarball layer's Descriptor method, whose empty (non-nil)
+// annotations would make the in-memory manifest differ from its JSON, which
+// validate.Image rejects; the manifest's bytes are the same either way.
+type plainLayer struct{ v1.Layer }
 
 // ParseSourceDateEpoch parses SOURCE_DATE_EPOCH (reproducible-builds.org): whole
 // seconds since 1970 UTC.

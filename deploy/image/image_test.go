@@ -210,9 +210,10 @@ func TestImage(t *testing.T) {
 	if err := validate.Image(img); err != nil {
 		t.Fatalf("the image does not validate: %v", err)
 	}
+	// The media types a docker save tarball comes back with (see Build).
 	mt, err := img.MediaType()
-	if err != nil || mt != types.OCIManifestSchema1 {
-		t.Errorf("media type %s, %v; want %s", mt, err, types.OCIManifestSchema1)
+	if err != nil || mt != types.DockerManifestSchema2 {
+		t.Errorf("media type %s, %v; want %s", mt, err, types.DockerManifestSchema2)
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
@@ -305,12 +306,21 @@ func TestImage(t *testing.T) {
 			if err := WriteTarball(tp, img, ref); err != nil {
 				t.Fatal(err)
 			}
-			if err := Verify(l, tp, ref, digest); err != nil {
-				t.Fatal(err)
-			}
+		}
+		l0, t0 := out(0)
+		// The layout validates (validate.Index: every blob, the image's config and
+		// layers) and holds the image under its tag.
+		if err := Verify(l0, "", ref, digest); err != nil {
+			t.Fatal(err)
+		}
+		p, err := layout.FromPath(l0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Image(digest); err != nil {
+			t.Errorf("the layout has no image %s: %v", digest, err)
 		}
 		// As docker load and crane push read it: the tagged image of the tarball.
-		l0, t0 := out(0)
 		fromTar, err := tarball.ImageFromPath(t0, &ref)
 		if err != nil {
 			t.Fatal(err)
@@ -320,17 +330,6 @@ func TestImage(t *testing.T) {
 		}
 		if d, _ := fromTar.Digest(); d != digest {
 			t.Errorf("tarball digest %s, want %s", d, digest)
-		}
-		p, err := layout.FromPath(l0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fromLayout, err := p.Image(digest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := validate.Image(fromLayout); err != nil {
-			t.Errorf("the layout's image does not validate: %v", err)
 		}
 		// As crane push sends it (remote.Write of the tarball's image): the registry
 		// stores the same digest.
@@ -369,9 +368,13 @@ func TestImage(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(other, "todo.txt")); err != nil {
 			t.Errorf("the other directory lost its file: %v", err)
 		}
-		// Verify notices an image other than the one built.
-		if err := Verify(l0, t0, ref, v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("0", 64)}); err == nil {
-			t.Error("Verify accepted another digest")
+		// Verify notices an image other than the one built, in either output.
+		other0 := v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("0", 64)}
+		if err := Verify(l0, "", ref, other0); err == nil || !strings.Contains(err.Error(), "want only "+other0.String()) {
+			t.Errorf("Verify(layout, another digest) = %v", err)
+		}
+		if err := Verify("", t0, ref, other0); err == nil || !strings.Contains(err.Error(), "want "+other0.String()) {
+			t.Errorf("Verify(tarball, another digest) = %v", err)
 		}
 	})
 }

@@ -97,9 +97,6 @@ func Verify(layoutDir, tarPath string, ref name.Tag, want v1.Hash) error {
 		if err != nil {
 			return fmt.Errorf("image: reading OCI layout %s: %w", layoutDir, err)
 		}
-		if err := validate.Index(idx); err != nil {
-			return fmt.Errorf("image: OCI layout %s does not validate: %w", layoutDir, err)
-		}
 		im, err := idx.IndexManifest()
 		if err != nil {
 			return fmt.Errorf("image: OCI layout %s: %w", layoutDir, err)
@@ -110,14 +107,14 @@ func Verify(layoutDir, tarPath string, ref name.Tag, want v1.Hash) error {
 		if got := im.Manifests[0].Annotations[AnnotationRefName]; got != ref.TagStr() {
 			return fmt.Errorf("image: OCI layout %s names the image %q, want %q", layoutDir, got, ref.TagStr())
 		}
+		if err := validate.Index(idx); err != nil {
+			return fmt.Errorf("image: OCI layout %s does not validate: %w", layoutDir, err)
+		}
 	}
 	if tarPath != "" {
 		img, err := tarball.ImageFromPath(tarPath, &ref)
 		if err != nil {
 			return fmt.Errorf("image: reading tarball %s as %s: %w", tarPath, ref, err)
-		}
-		if err := validate.Image(img); err != nil {
-			return fmt.Errorf("image: tarball %s does not validate: %w", tarPath, err)
 		}
 		got, err := img.Digest()
 		if err != nil {
@@ -125,6 +122,9 @@ func Verify(layoutDir, tarPath string, ref name.Tag, want v1.Hash) error {
 		}
 		if got != want {
 			return fmt.Errorf("image: tarball %s holds %s, want %s", tarPath, got, want)
+		}
+		if err := validate.Image(img); err != nil {
+			return fmt.Errorf("image: tarball %s does not validate: %w", tarPath, err)
 		}
 	}
 	return nil
