@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/x509"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -311,6 +312,22 @@ func TestImage(t *testing.T) {
 		// The layout validates (validate.Index: every blob, the image's config and
 		// layers) and holds the image under its tag.
 		if err := Verify(l0, "", ref, digest); err != nil {
+			t.Fatal(err)
+		}
+		err = filepath.WalkDir(l0, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if want := map[bool]os.FileMode{true: 0o755, false: 0o644}[d.IsDir()]; info.Mode().Perm() != want {
+				t.Errorf("%s: mode %v, want %v (readable by all, executable by none)", p, info.Mode().Perm(), want)
+			}
+			return nil
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		p, err := layout.FromPath(l0)

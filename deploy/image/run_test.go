@@ -163,9 +163,8 @@ func TestImageRunsAsArgoCDUser(t *testing.T) {
 				_ = cmd.Process.Kill()
 				<-done
 			}
-			if t.Failed() {
-				t.Logf("sidecar output:\n%s", out.String())
-			}
+			// Shown on failure and with -v.
+			t.Logf("sidecar output:\n%s", out.String())
 		})
 
 		// The daemon answers on its health endpoints.

@@ -44,8 +44,18 @@ func WriteLayout(dir string, img v1.Image, ref name.Tag) error {
 	})); err != nil {
 		return fmt.Errorf("image: writing OCI layout %s: %w", dir, err)
 	}
-	// MkdirTemp made tmp 0700; a layout is read by other users' tools too.
-	if err := os.Chmod(tmp, 0o755); err != nil {
+	// MkdirTemp made tmp 0700 and go-containerregistry writes blobs 0600 and
+	// index.json 0755: a layout is data that other users' tools read.
+	err = filepath.WalkDir(tmp, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.Chmod(p, 0o755)
+		}
+		return os.Chmod(p, 0o644)
+	})
+	if err != nil {
 		return fmt.Errorf("image: writing OCI layout %s: %w", dir, err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
