@@ -75,7 +75,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.Version = buildVersion().Version
 	root.SetVersionTemplate(buildVersion().String() + "\n")
 	root.AddCommand(newResolveCommand(), newRenderWorkerCommand(), newGenerateCommand(), newPreviewCommand(), newParametersCommand(),
-		newServeCommand(), newSidecarCommand(), newVersionCommand(), newMigrateCommand())
+		newServeCommand(), newSidecarCommand(), newVersionCommand(), newMigrateCommand(), newInstallCommand())
 	return root
 }
 
