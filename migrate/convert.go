@@ -246,9 +246,10 @@ func convert(conf *appConf, src appSource) converted {
 		commonStrategy = strategyOf(common.strategy, &c)
 		appWide = append(appWide, param{name: plugin.KeyUpdateStrategy, kind: plugin.KindString, str: string(commonStrategy)})
 	}
-	commonAllowOK := true
+	commonAllowOK, commonAllow, commonIgnore := true, "", ""
 	if common.allow.set {
 		v, ok, why := allowOf(common.allow)
+		commonAllow = v
 		if ok {
 			appWide = append(appWide, param{name: plugin.KeyAllowTags, kind: plugin.KindString, str: v})
 		} else {
@@ -258,6 +259,7 @@ func convert(conf *appConf, src appSource) converted {
 	}
 	if common.ignore.set {
 		if keep := ignoreOf(common.ignore, &c); len(keep) > 0 {
+			commonIgnore = strings.Join(keep, ",")
 			appWide = append(appWide, param{name: plugin.KeyIgnoreTags, kind: plugin.KindString, str: strings.Join(keep, ",")})
 		}
 	}
@@ -280,6 +282,10 @@ func convert(conf *appConf, src appSource) converted {
 	var entries []string
 	var perAlias []param
 	usedAlias := map[string]bool{}
+	// The resolver rewrites images by repository: two aliases of one repository
+	// must have one policy (as the plugin checks).
+	type repoUse struct{ alias, policy string }
+	byRepo := map[string]repoUse{}
 	noPlatforms := false
 	for _, img := range conf.images {
 		repo, written, constraint, err := resolve.ParseImageSpec(img.spec)
@@ -319,6 +325,7 @@ func convert(conf *appConf, src appSource) converted {
 			strategy = strategyOf(s.strategy, &c)
 		}
 		var mine []param
+		eff := struct{ allow, ignore, platforms string }{allow: commonAllow, ignore: commonIgnore, platforms: strings.Join(commonPlatforms, ",")}
 		if s.strategy.set {
 			mine = append(mine, param{name: alias + "." + plugin.KeyUpdateStrategy, kind: plugin.KindString, str: string(strategy)})
 		}
@@ -349,6 +356,7 @@ func convert(conf *appConf, src appSource) converted {
 				continue
 			}
 			mine = append(mine, param{name: alias + "." + plugin.KeyAllowTags, kind: plugin.KindString, str: v})
+			eff.allow = v
 		} else if !commonAllowOK {
 			continue
 		}
@@ -356,6 +364,7 @@ func convert(conf *appConf, src appSource) converted {
 			keep := ignoreOf(s.ignore, &c)
 			// An empty list still overrides the application-wide one, as there.
 			mine = append(mine, param{name: alias + "." + plugin.KeyIgnoreTags, kind: plugin.KindString, str: strings.Join(keep, ",")})
+			eff.ignore = strings.Join(keep, ",")
 		}
 		if s.platforms.set {
 			keep, ok := platformsOf(s.platforms, &c)
@@ -364,6 +373,7 @@ func convert(conf *appConf, src appSource) converted {
 				continue
 			}
 			mine = append(mine, param{name: alias + "." + plugin.KeyPlatforms, kind: plugin.KindString, str: strings.Join(keep, ",")})
+			eff.platforms = strings.Join(keep, ",")
 			platformsDiffer(s.platforms, keep, &c, said)
 		} else if common.platforms.set {
 			if !commonPlatformsOK {
@@ -376,6 +386,13 @@ func convert(conf *appConf, src appSource) converted {
 		if s.forceUpdate.set {
 			forceUpdateNote(s.forceUpdate, &c)
 		}
+		key := resolve.RepoKey(repo)
+		policy := fmt.Sprintf("%s|%s|%s|%s|%s", strategy, constraint, eff.allow, eff.ignore, platformSet(eff.platforms))
+		if prev, ok := byRepo[key]; ok && prev.policy != policy {
+			c.add(Lost, "%s: aliases %q and %q both name repository %s with different settings; the resolver rewrites images by repository and cannot tell which applies; %s is left out of image-list", img.from, prev.alias, alias, key, label)
+			continue
+		}
+		byRepo[key] = repoUse{alias, policy}
 		// Credentials.
 		ps := s.pullSecret
 		if !ps.set {
@@ -450,9 +467,15 @@ func helmKeys(img imageConf, alias, pinTarget string, images int, c *converted) 
 	}
 	var out []param
 	for _, k := range keys {
-		if k.s.set {
-			out = append(out, param{name: alias + "." + k.key, kind: plugin.KindString, str: strings.TrimSpace(k.s.v)})
+		if !k.s.set {
+			continue
 		}
+		v := strings.TrimSpace(k.s.v)
+		if slices.Contains(strings.Split(v, "."), "") {
+			c.add(Lost, "%s: %s %q is not a dotted key of a values file (e.g. image.tag); pins of %q go to the values file's default keys", k.s.from, k.key, k.s.v, alias)
+			continue
+		}
+		out = append(out, param{name: alias + "." + k.key, kind: plugin.KindString, str: v})
 	}
 	if len(out) == 0 && images > 1 {
 		// argocd-image-updater's defaults, written out: the resolver's default
@@ -607,4 +630,13 @@ func sortFindings(fs []Finding) []Finding {
 	out := slices.Clone(fs)
 	slices.SortStableFunc(out, func(a, b Finding) int { return int(a.Kind) - int(b.Kind) })
 	return slices.CompactFunc(out, func(a, b Finding) bool { return a == b })
+}
+
+// platformSet is a platform list in the resolver's canonical order, to compare.
+func platformSet(list string) string {
+	ps, err := resolve.ParsePlatforms(list)
+	if err != nil {
+		return list
+	}
+	return strings.Join(resolve.PlatformStrings(ps), ",")
 }
