@@ -213,12 +213,12 @@ func Build(o Options) (v1.Image, error) {
 	return img, nil
 }
 
-// elfArch maps ELF machines to OCI architectures.
+// elfArch maps ELF machines to OCI architectures. 32-bit arm is left out: its
+// platform needs a variant (v6, v7) that the ELF header does not say.
 var elfArch = map[elf.Machine]string{
 	elf.EM_X86_64:  "amd64",
 	elf.EM_AARCH64: "arm64",
 	elf.EM_386:     "386",
-	elf.EM_ARM:     "arm",
 	elf.EM_PPC64:   "ppc64le",
 	elf.EM_S390:    "s390x",
 	elf.EM_RISCV:   "riscv64",
@@ -274,7 +274,7 @@ func staticArch(p string, data []byte) (string, error) {
 	}
 	arch, ok := elfArch[f.Machine]
 	if !ok {
-		return "", fmt.Errorf("image: %s is for machine %s, which this builder does not map to an OCI architecture (accepted: amd64, arm64, 386, arm, ppc64le, s390x, riscv64)", p, f.Machine)
+		return "", fmt.Errorf("image: %s is for machine %s, which this builder does not map to an OCI architecture (accepted: amd64, arm64, 386, ppc64le, s390x, riscv64)", p, f.Machine)
 	}
 	if f.Machine == elf.EM_PPC64 && f.ByteOrder.String() != "LittleEndian" {
 		return "", fmt.Errorf("image: %s is big-endian ppc64, which this builder does not support (accepted: ppc64le)", p)

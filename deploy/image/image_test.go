@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/x509"
+	"debug/elf"
+	"encoding/binary"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -437,5 +439,64 @@ func TestWriteRootFS(t *testing.T) {
 	}
 	if len(got) != len(entries) {
 		t.Errorf("%d files written, want %d: %v", len(got), len(entries), sortedKeys(got))
+	}
+}
+
+// fakeELF is a minimal little-endian ELF64 executable header for machine m, with a
+// PT_INTERP program header naming interp when interp is not "".
+func fakeELF(m elf.Machine, osabi elf.OSABI, interp string) []byte {
+	const ehsize, phsize = 64, 56
+	var b bytes.Buffer
+	le := binary.LittleEndian
+	b.Write([]byte{0x7f, 'E', 'L', 'F', byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT), byte(osabi)})
+	b.Write(make([]byte, 8))
+	phnum := uint16(0)
+	if interp != "" {
+		phnum = 1
+	}
+	for _, v := range []any{uint16(elf.ET_EXEC), uint16(m), uint32(elf.EV_CURRENT), uint64(0), uint64(ehsize), uint64(0),
+		uint32(0), uint16(ehsize), uint16(phsize), phnum, uint16(64), uint16(0), uint16(0)} {
+		_ = binary.Write(&b, le, v)
+	}
+	if interp != "" {
+		off := uint64(ehsize + phsize)
+		for _, v := range []any{uint32(elf.PT_INTERP), uint32(elf.PF_R), off, uint64(0), uint64(0),
+			uint64(len(interp) + 1), uint64(len(interp) + 1), uint64(1)} {
+			_ = binary.Write(&b, le, v)
+		}
+		b.WriteString(interp + "\x00")
+	}
+	return b.Bytes()
+}
+
+func TestStaticArch(t *testing.T) {
+	tests := []struct {
+		name    string
+		data    []byte
+		want    string
+		wantErr string
+	}{
+		{"amd64", fakeELF(elf.EM_X86_64, elf.ELFOSABI_NONE, ""), "amd64", ""},
+		{"arm64", fakeELF(elf.EM_AARCH64, elf.ELFOSABI_NONE, ""), "arm64", ""},
+		{"linux ABI", fakeELF(elf.EM_AARCH64, elf.ELFOSABI_LINUX, ""), "arm64", ""},
+		{"dynamic", fakeELF(elf.EM_X86_64, elf.ELFOSABI_NONE, "/lib64/ld-linux-x86-64.so.2"), "",
+			"bin/x is dynamically linked (interpreter /lib64/ld-linux-x86-64.so.2); the image has no C library: build with CGO_ENABLED=0"},
+		{"FreeBSD", fakeELF(elf.EM_X86_64, elf.ELFOSABI_FREEBSD, ""), "", "bin/x is built for ELFOSABI_FREEBSD, not Linux: build with GOOS=linux"},
+		{"MIPS", fakeELF(elf.EM_MIPS, elf.ELFOSABI_NONE, ""), "", "bin/x is for machine EM_MIPS, which this builder does not map to an OCI architecture (accepted: amd64, arm64"},
+		{"not ELF", []byte("MZ\x90\x00 a Windows program"), "", "bin/x is not a Linux executable (ELF)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := staticArch("bin/x", tt.data)
+			if tt.wantErr == "" {
+				if err != nil || got != tt.want {
+					t.Errorf("staticArch = %q, %v; want %q", got, err, tt.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("staticArch = %q, %v; want an error saying %q", got, err, tt.wantErr)
+			}
+		})
 	}
 }
