@@ -124,6 +124,24 @@ func (s *Server) pingRaw() bool {
 	return err == nil && (strings.HasPrefix(line, "+PONG") || strings.HasPrefix(line, "-NOAUTH"))
 }
 
+// Flush empties the server (FLUSHALL), as an operator or an eviction might.
+func (s *Server) Flush(t testing.TB) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		t.Fatalf("redis flush: %v", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("FLUSHALL\r\n")); err != nil {
+		t.Fatalf("redis flush: %v", err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "+OK") {
+		t.Fatalf("redis flush: %q %v", line, err)
+	}
+}
+
 // Stop kills the server (SIGKILL: as if its pod died) and waits until its port
 // refuses connections. Safe to call when stopped.
 func (s *Server) Stop() {
