@@ -75,8 +75,28 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// testImage builds the image of the static test binaries.
+var (
+	imageOnce sync.Once
+	sharedImg v1.Image
+	imageErr  error
+)
+
+// testImage is the image of the static test binaries, built once per test binary
+// (an image is immutable; buildTestImage builds a fresh one).
 func testImage(t *testing.T) v1.Image {
+	t.Helper()
+	bins := staticBinaries(t)
+	imageOnce.Do(func() {
+		sharedImg, imageErr = Build(Options{BinDir: bins, Version: testVersion, Revision: testRevision, Created: testCreated})
+	})
+	if imageErr != nil {
+		t.Fatal(imageErr)
+	}
+	return sharedImg
+}
+
+// buildTestImage builds the image of the static test binaries anew.
+func buildTestImage(t *testing.T) v1.Image {
 	t.Helper()
 	img, err := Build(Options{BinDir: staticBinaries(t), Version: testVersion, Revision: testRevision, Created: testCreated})
 	if err != nil {

@@ -278,7 +278,7 @@ func TestImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("reproducible", func(t *testing.T) {
-		again := testImage(t)
+		again := buildTestImage(t)
 		if d, err := again.Digest(); err != nil || d != digest {
 			t.Errorf("a second build of the same inputs: %s, %v; want %s", d, err, digest)
 		}
