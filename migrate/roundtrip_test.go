@@ -3,6 +3,8 @@ package migrate
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"gopkg.in/yaml.v3"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
@@ -26,6 +29,7 @@ func day(n int) time.Time { return t0.Add(time.Duration(n) * 24 * time.Hour) }
 type migratedApp struct {
 	name   string
 	params plugin.Parameters
+	json   string // ARGOCD_APP_PARAMETERS
 }
 
 // migratedApps reads the Applications of a migration's output and turns their
@@ -69,7 +73,7 @@ func migratedApps(t *testing.T, out []byte) []migratedApp {
 		if err != nil {
 			t.Fatalf("%s: the plugin refuses the parameters %s: %v", obj.Metadata.Name, js, err)
 		}
-		apps = append(apps, migratedApp{obj.Metadata.Name, params})
+		apps = append(apps, migratedApp{obj.Metadata.Name, params, string(js)})
 	}
 	return apps
 }
@@ -256,4 +260,75 @@ spec:
 func pluginPolicy(t *testing.T, a migratedApp) (*plugin.AppPolicy, error) {
 	t.Helper()
 	return plugin.LoadPolicy(t.TempDir(), a.params)
+}
+
+// The whole generate path: a migrated Application's parameters, passed as Argo CD
+// passes them (ARGOCD_APP_PARAMETERS), render a plain-YAML app with the tags
+// argocd-image-updater would have written.
+func TestRoundTripGenerate(t *testing.T) {
+	s := rt.New(t)
+	for i, tag := range []string{"1.19", "1.20", "1.21", "1.20.3", "latest", "dev"} {
+		s.Push(t, "nginx", tag, rt.Image(day(i), "linux/amd64", rt.WithSeed("n"+tag)))
+	}
+	s.Push(t, "yourorg/yourimage", "v1.0.0-abc", rt.Image(day(1), "linux/amd64", rt.WithSeed("y1")))
+	s.Push(t, "yourorg/yourimage", "v1.0.0-def", rt.Image(day(3), "linux/amd64", rt.WithSeed("y2")))
+	s.Push(t, "yourorg/yourimage", "v1.1.0-xyz", rt.Image(day(5), "linux/amd64", rt.WithSeed("y3")))
+	input := strings.NewReplacer("REG", s.Host).Replace(`
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: web
+  annotations:
+    argocd-image-updater.argoproj.io/image-list: nginx=REG/nginx:1.20, yourtool=REG/yourorg/yourimage:v1.0.0-abc
+    argocd-image-updater.argoproj.io/nginx.allow-tags: Regexp:^[0-9]+\.[0-9]+$
+    argocd-image-updater.argoproj.io/nginx.ignore-tags: latest,dev
+    argocd-image-updater.argoproj.io/yourtool.update-strategy: latest
+    argocd-image-updater.argoproj.io/yourtool.allow-tags: regexp:^v1.0.0-[0-9a-zA-Z]+$
+spec:
+  source: {repoURL: https://git.example.com/a.git, path: web}
+`)
+	res, err := Migrate([]Input{{Name: "generate", Data: []byte(input)}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apps := migratedApps(t, res.Manifests)
+	if len(apps) != 1 {
+		t.Fatalf("apps %+v", apps)
+	}
+	dir := t.TempDir()
+	deploy := strings.NewReplacer("REG", s.Host).Replace(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+        - name: web
+          image: REG/nginx:1.19
+        - name: tool
+          image: REG/yourorg/yourimage:v1.0.0-abc
+`)
+	if err := os.WriteFile(filepath.Join(dir, "deploy.yaml"), []byte(deploy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env, err := plugin.EnvFromEnviron([]string{"ARGOCD_APP_NAME=web", "ARGOCD_APP_NAMESPACE=default", "ARGOCD_APP_PARAMETERS=" + apps[0].json})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := resolve.NewRemote(resolve.WithKeychain(authn.NewMultiKeychain()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := pipeline.New(resolve.NewResolver(reg), pipeline.Settings{}).Render(context.Background(), dir, env)
+	if err != nil {
+		t.Fatalf("generate: %v", err)
+	}
+	for _, want := range []string{"image: " + s.Host + "/nginx:1.20\n", "image: " + s.Host + "/yourorg/yourimage:v1.0.0-def\n"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("generate output lacks %q:\n%s", want, out)
+		}
+	}
 }
