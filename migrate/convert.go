@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"fmt"
+	"net/url"
 	"path"
 	"regexp"
 	"slices"
@@ -511,13 +512,10 @@ func convertWriteBack(conf *appConf, src appSource, c *converted) (mode, target,
 		}
 	}
 	if !git {
-		for _, s := range []setting{conf.target, conf.branch, conf.repository} {
+		for _, s := range append([]setting{conf.target, conf.branch, conf.repository}, conf.gitOther...) {
 			if s.set {
-				c.add(Note, "%s: %q is used by argocd-image-updater only with write-back-method git; it had no effect and is left out", s.from, s.v)
+				c.add(Note, "%s: used by argocd-image-updater only with write-back-method git; it had no effect and is left out", s.from)
 			}
-		}
-		for _, s := range conf.gitOther {
-			c.add(Note, "%s: %q is used by argocd-image-updater only with write-back-method git; it had no effect and is left out", s.from, s.v)
 		}
 		return "", "", ""
 	}
@@ -548,13 +546,13 @@ func convertWriteBack(conf *appConf, src appSource, c *converted) (mode, target,
 	}
 	if conf.repository.set {
 		if sameRepo(conf.repository.v, src.repoURL) {
-			c.add(Note, "%s: git-repository %q: not needed; pins are committed to the Application's source repository", conf.repository.from, conf.repository.v)
+			c.add(Note, "%s: git-repository %q: not needed; pins are committed to the Application's source repository", conf.repository.from, redactURL(conf.repository.v))
 		} else {
-			c.add(Lost, "%s: git-repository %q: pins are committed to the Application's source repository (%s) only", conf.repository.from, conf.repository.v, src.repoURL)
+			c.add(Lost, "%s: git-repository %q: pins are committed to the Application's source repository (%s) only", conf.repository.from, redactURL(conf.repository.v), redactURL(src.repoURL))
 		}
 	}
 	for _, s := range conf.gitOther {
-		c.add(Lost, "%s: %q: set once for every app on the sidecar by the operator (git.message, git.author, git.signingKeyFile)", s.from, s.v)
+		c.add(Lost, "%s: set once for every app on the sidecar by the operator (git.message, git.author, git.signingKeyFile)", s.from)
 	}
 	return mode, target, branch
 }
@@ -639,4 +637,13 @@ func platformSet(list string) string {
 		return list
 	}
 	return strings.Join(resolve.PlatformStrings(ps), ",")
+}
+
+// redactURL hides the password of a URL's user information: comments never
+// carry a credential.
+func redactURL(s string) string {
+	if u, err := url.Parse(strings.TrimSpace(s)); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return s
 }

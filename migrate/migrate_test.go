@@ -384,3 +384,59 @@ items:
 		t.Errorf("the List's other item is not passed through:\n%s", res.Manifests)
 	}
 }
+
+// No credential reaches a comment: URLs with a password are redacted.
+func TestNoCredentialInComments(t *testing.T) {
+	in := `apiVersion: v1
+kind: ConfigMap
+metadata: {name: argocd-image-updater-config}
+data:
+  registries.conf: |
+    registries:
+    - prefix: registry.example.com
+      api_url: https://robot:s3cr3t-registry@registry.example.com
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: a
+  annotations:
+    argocd-image-updater.argoproj.io/image-list: web=ghcr.io/o/web
+    argocd-image-updater.argoproj.io/write-back-method: git
+    argocd-image-updater.argoproj.io/git-repository: https://bot:s3cr3t-git@github.com/o/other.git
+spec: {source: {repoURL: "https://bot:s3cr3t-src@github.com/o/r.git", path: a}}
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: b
+  annotations:
+    argocd-image-updater.argoproj.io/image-list: web=ghcr.io/o/web
+    argocd-image-updater.argoproj.io/git-repository: https://bot:s3cr3t-unused@github.com/o/other.git
+spec: {source: {repoURL: r, path: b}}
+`
+	res, err := Migrate([]Input{{Name: "in", Data: []byte(in)}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var comments strings.Builder
+	for _, o := range res.Objects {
+		for _, f := range o.Findings {
+			comments.WriteString(f.Text + "\n")
+		}
+	}
+	for _, line := range strings.Split(string(res.Stream()), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			comments.WriteString(line + "\n")
+		}
+	}
+	if strings.Contains(comments.String(), "s3cr3t") {
+		t.Errorf("a credential in a comment:\n%s", comments.String())
+	}
+	if !strings.Contains(string(res.Registries), "api: ") && !strings.Contains(string(res.Registries), "prefix: registry.example.com") {
+		t.Errorf("registries:\n%s", res.Registries)
+	}
+	if strings.Contains(string(res.Registries), "s3cr3t") {
+		t.Errorf("a credential in the registries file:\n%s", res.Registries)
+	}
+}

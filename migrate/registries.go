@@ -148,9 +148,14 @@ func (r *registries) readEntry(m map[string]any, from string) {
 		case "api_url":
 			u, err := url.Parse(v)
 			if err != nil || u.Host == "" {
-				r.add(Lost, "%s api_url %q: not a URL", where, v)
+				r.add(Lost, "%s api_url: not a URL", where)
 				continue
 			}
+			if u.User != nil {
+				r.add(Lost, "%s api_url %q: credentials in the URL are not carried over; name a credential source in credentials", where, u.Redacted())
+				u.User = nil
+			}
+			v = u.String()
 			if u.Scheme == "http" {
 				cfg.Insecure = true
 				r.add(Note, "%s api_url %q: plain HTTP is insecure: true here (which also allows HTTPS without certificate verification)", where, v)
