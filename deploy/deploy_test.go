@@ -163,11 +163,16 @@ func argoCDVersions(t *testing.T) []string {
 // asks for a newer Go than may be installed, and then the go command downloads and
 // verifies the zip but extracts nothing.
 func argoCDManifests(t *testing.T, version string, names ...string) map[string][]byte {
+	return argoCDManifestsEnv(t, version, nil, names...)
+}
+
+// argoCDManifestsEnv is argoCDManifests with env added to the go command's.
+func argoCDManifestsEnv(t *testing.T, version string, env []string, names ...string) map[string][]byte {
 	major, _, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
 	mod := "github.com/argoproj/argo-cd/v" + major + "@" + version
 	cmd := exec.Command("go", "mod", "download", "-json", mod)
 	cmd.Dir = t.TempDir() // outside this module: its go.mod does not require Argo CD
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	cmd.Env = append(append(os.Environ(), "GOWORK=off", "GOFLAGS="), env...)
 	out, _ := cmd.Output() // exits 1 for the go version; the zip is there all the same
 	var info struct{ Zip, Error string }
 	if err := json.Unmarshal(out, &info); err != nil || info.Zip == "" {

@@ -93,19 +93,7 @@ func checkSidecarPod(t *testing.T, pod *corev1.PodSpec, configMaps map[string]ma
 		t.Fatalf("no %s container: the sidecar needs Argo CD's repo-server beside it", repoServer)
 	}
 
-	// The user: 999, as Argo CD's image runs repo-server, so both read and write the
-	// shared plugins directory.
-	user := c.SecurityContext.RunAsUser
-	if user == nil && pod.SecurityContext != nil {
-		user = pod.SecurityContext.RunAsUser
-	}
-	if user == nil || *user != argocdUser {
-		t.Errorf("sidecar runAsUser %v, want %d (Argo CD's user)", user, argocdUser)
-	}
-	if sc := c.SecurityContext; sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
-		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-		t.Errorf("sidecar securityContext %+v: want runAsNonRoot, no privilege escalation, a read-only root", sc)
-	}
+	checkDaemonContainer(t, pod, c)
 
 	// The command: our entrypoint runs Argo CD's cmp-server from var-files.
 	if cmd := strings.Join(append(slices.Clone(c.Command), c.Args...), " "); cmd != "argocd-image-resolver sidecar -- "+cmpServerPath {
@@ -152,6 +140,29 @@ func checkSidecarPod(t *testing.T, pod *corev1.PodSpec, configMaps map[string]ma
 		t.Errorf("sidecar /tmp %+v: want an emptyDir of its own", tm)
 	} else if m := mountAt(repo, "/tmp"); m != nil && m.Name == tm.Name {
 		t.Errorf("sidecar and repo-server share /tmp (volume %s)", tm.Name)
+	}
+}
+
+// checkDaemonContainer checks the container c of pod that runs the daemon (the
+// sidecar, or the legacy variant's daemon): Argo CD's user, a hardened security
+// context, a socket the daemon accepts, probes, resources, unique port names.
+func checkDaemonContainer(t *testing.T, pod *corev1.PodSpec, c *corev1.Container) {
+	t.Helper()
+	// The user: 999, as Argo CD's image runs repo-server, so both read and write the
+	// shared plugins directory and the daemon's socket (mode 0600).
+	var user *int64
+	if c.SecurityContext != nil {
+		user = c.SecurityContext.RunAsUser
+	}
+	if user == nil && pod.SecurityContext != nil {
+		user = pod.SecurityContext.RunAsUser
+	}
+	if user == nil || *user != argocdUser {
+		t.Errorf("%s runAsUser %v, want %d (Argo CD's user)", c.Name, user, argocdUser)
+	}
+	if sc := c.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("%s securityContext %+v: want runAsNonRoot, no privilege escalation, a read-only root", c.Name, sc)
 	}
 	checkSocketPath(t, c, pod)
 
