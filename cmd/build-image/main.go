@@ -17,7 +17,6 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/deploy/image"
 	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 func main() {
@@ -102,7 +101,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := image.Verify(*outDir, *tarPath, ref, digest); err != nil {
 		return err
 	}
-	compressed, uncompressed, err := sizes(img)
+	compressed, uncompressed, err := image.Sizes(img)
 	if err != nil {
 		return err
 	}
@@ -119,42 +118,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "  built, written and validated in %s\n", time.Since(start).Round(10*time.Millisecond))
 	return nil
-}
-
-// sizes returns what a registry stores (manifest, config, compressed layers) and the
-// unpacked layers' size.
-func sizes(img v1.Image) (compressed, uncompressed int64, err error) {
-	m, err := img.RawManifest()
-	if err != nil {
-		return 0, 0, err
-	}
-	mf, err := img.Manifest()
-	if err != nil {
-		return 0, 0, err
-	}
-	compressed = int64(len(m)) + mf.Config.Size
-	layers, err := img.Layers()
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, l := range layers {
-		c, err := l.Size()
-		if err != nil {
-			return 0, 0, err
-		}
-		compressed += c
-		rc, err := l.Uncompressed()
-		if err != nil {
-			return 0, 0, err
-		}
-		n, err := io.Copy(io.Discard, rc)
-		rc.Close()
-		if err != nil {
-			return 0, 0, err
-		}
-		uncompressed += n
-	}
-	return compressed, uncompressed, nil
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB (%d bytes)", float64(n)/(1<<20), n) }

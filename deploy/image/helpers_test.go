@@ -40,7 +40,7 @@ var (
 // staticBinaries builds Binaries as make image does (CGO_ENABLED=0, -trimpath, -s -w,
 // version and commit stamped) and the stand-in CMP server (testdata/cmpserver), once
 // per test binary, and returns their directory.
-func staticBinaries(t *testing.T) string {
+func staticBinaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "image-test-bin")

@@ -273,6 +273,20 @@ func TestImage(t *testing.T) {
 		t.Errorf("passwd:\n%s", data["etc/passwd"])
 	}
 
+	// The sizes build-image reports: every file's bytes unpacked, less than that
+	// compressed, and the tarball a user loads holds the compressed layers.
+	compressed, uncompressed, err := Sizes(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fileBytes int64
+	for _, f := range files {
+		fileBytes += f.Size
+	}
+	if uncompressed < fileBytes || compressed >= uncompressed || compressed < fileBytes/10 {
+		t.Errorf("Sizes = %d compressed, %d uncompressed; the files hold %d bytes", compressed, uncompressed, fileBytes)
+	}
+
 	digest, err := img.Digest()
 	if err != nil {
 		t.Fatal(err)

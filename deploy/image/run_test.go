@@ -269,6 +269,11 @@ func provideRuntimeFiles(t *testing.T, root, cmpServer string) {
 	if err := os.Chmod(filepath.Join(root, "dev", "null"), 0o666); err != nil {
 		t.Fatal(err)
 	}
+	f, err := os.OpenFile(filepath.Join(root, "dev", "null"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("the /dev/null made for the image cannot be opened (%v): is %s on a filesystem mounted nodev? Set TMPDIR to one that is not", err, os.TempDir())
+	}
+	f.Close()
 	bin, err := os.ReadFile(cmpServer)
 	if err != nil {
 		t.Fatal(err)

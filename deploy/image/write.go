@@ -3,6 +3,7 @@ package image
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -178,4 +179,40 @@ func WriteRootFS(dir string, entries []Entry) error {
 		}
 	}
 	return nil
+}
+
+// Sizes returns what a registry stores of img (manifest, config and compressed
+// layers) and the size of its uncompressed layers (what a node unpacks).
+func Sizes(img v1.Image) (compressed, uncompressed int64, err error) {
+	m, err := img.RawManifest()
+	if err != nil {
+		return 0, 0, fmt.Errorf("image: size: %w", err)
+	}
+	mf, err := img.Manifest()
+	if err != nil {
+		return 0, 0, fmt.Errorf("image: size: %w", err)
+	}
+	compressed = int64(len(m)) + mf.Config.Size
+	layers, err := img.Layers()
+	if err != nil {
+		return 0, 0, fmt.Errorf("image: size: %w", err)
+	}
+	for _, l := range layers {
+		c, err := l.Size()
+		if err != nil {
+			return 0, 0, fmt.Errorf("image: size: %w", err)
+		}
+		compressed += c
+		rc, err := l.Uncompressed()
+		if err != nil {
+			return 0, 0, fmt.Errorf("image: size: %w", err)
+		}
+		n, err := io.Copy(io.Discard, rc)
+		rc.Close()
+		if err != nil {
+			return 0, 0, fmt.Errorf("image: size: %w", err)
+		}
+		uncompressed += n
+	}
+	return compressed, uncompressed, nil
 }
