@@ -1,10 +1,11 @@
-// Package image builds the sidecar's OCI image from Go code, with no Docker engine and
-// no network: the two static binaries, CA certificates, passwd and group entries for
-// Argo CD's user 999, a home directory and /tmp, and no shell. Build returns a
-// reproducible v1.Image (every timestamp is Options.Created, so the same inputs give
-// the same digest); WriteLayout and WriteTarball write it for crane, docker load and
-// registries; WriteRootFS writes the same files (without binaries) for the Dockerfile,
-// so both builds give one layout.
+// Package image builds the sidecar's container image from Go code, with no Docker
+// engine and no network: the two static binaries, CA certificates, passwd and group
+// entries for Argo CD's user 999, a home directory and /tmp, and no shell. Build
+// returns a reproducible v1.Image (every timestamp is Options.Created, so the same
+// inputs give the same digest); WriteLayout writes it to an OCI image layout and
+// WriteTarball to a `docker save` tarball, which docker load and crane push read;
+// Verify reads both back and validates them. WriteRootFS writes the same files
+// (without the binaries) for the Dockerfile, so both builds give one layout.
 package image
 
 import (
