@@ -387,6 +387,17 @@ func convert(conf *appConf, src appSource) converted {
 		if s.forceUpdate.set {
 			forceUpdateNote(s.forceUpdate, &c)
 		}
+		if ignoresAll(eff.ignore) {
+			// argocd-image-updater's documented way to pause an image's updates.
+			// Resolving it would fail (no tag qualifies) and stop the render; an
+			// image no policy names is left as written, as argocd-image-updater left it.
+			from := common.ignore.from
+			if s.ignore.set {
+				from = s.ignore.from
+			}
+			c.add(Note, "%s: ignore-tags \"*\" ignores every tag (argocd-image-updater's way to pause updates); %s is left out of image-list, so the resolver leaves it as written too", from, label)
+			continue
+		}
 		key := resolve.RepoKey(repo)
 		policy := fmt.Sprintf("%s|%s|%s|%s|%s", strategy, constraint, eff.allow, eff.ignore, platformSet(eff.platforms))
 		if prev, ok := byRepo[key]; ok && prev.policy != policy {
@@ -646,4 +657,15 @@ func redactURL(s string) string {
 		return u.Redacted()
 	}
 	return s
+}
+
+// ignoresAll reports whether an ignore-tags list has a glob matching every tag.
+func ignoresAll(list string) bool {
+	for _, it := range strings.Split(list, ",") {
+		switch strings.TrimPrefix(strings.TrimSpace(it), "glob:") {
+		case "*", "**":
+			return true
+		}
+	}
+	return false
 }

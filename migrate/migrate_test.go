@@ -134,6 +134,7 @@ func TestFindings(t *testing.T) {
 		{"differences.yaml", "Application argocd/differences", Note, []string{`platform "Linux/ARM64"`, "left out"}},
 		{"differences.yaml", "Application argocd/differences", Note, []string{`update-strategy "fastest" is unknown to argocd-image-updater, which used semver`}},
 		{"differences.yaml", "Application argocd/differences", Note, []string{"git-branch", "only with write-back-method git"}},
+		{"differences.yaml", "Application argocd/differences", Note, []string{`ignore-tags "*" ignores every tag`, `image "paused"`, "left out of image-list"}},
 		// Write-back.
 		{"migration-guide-annotations.yaml", "Application production-app", Note, []string{`write-back-method "git" is pin-mode use`}},
 		{"migration-guide-annotations.yaml", "Application production-app", Note, []string{`"helmvalues:./values.yaml" is written helmvalues:values.yaml`}},
