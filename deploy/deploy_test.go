@@ -115,7 +115,8 @@ var componentObjects = []string{
 const tokenDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 // TestComponentOnArgoCD builds the component the way a user's kustomization does, on
-// Argo CD's own install manifests (install.yaml and namespace-install.yaml of every
+// Argo CD's own install manifests (install.yaml, namespace-install.yaml and
+// ha/namespace-install.yaml of every
 // version e2e/build/versions.txt lists, from the Go module cache or the module proxy),
 // into the usual namespace and another one, and checks the refresh loop's access to
 // the Kubernetes API: the Role grants exactly get and patch on Applications, the
@@ -124,11 +125,13 @@ const tokenDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 func TestComponentOnArgoCD(t *testing.T) {
 	component := deployFiles(t)
 	for _, version := range argoCDVersions(t) {
-		manifests := argoCDManifests(t, version, "install.yaml", "namespace-install.yaml")
+		manifests := argoCDManifests(t, version, "install.yaml", "namespace-install.yaml", "ha/namespace-install.yaml")
 		// install.yaml (CRDs included: seconds to build) as most install it;
-		// namespace-install.yaml, the same repo-server, also in another namespace.
+		// namespace-install.yaml, the same repo-server, also in another namespace;
+		// the HA manifests' repo-server (replicas, anti-affinity).
 		for _, c := range []struct{ manifest, namespace string }{
 			{"install.yaml", "argocd"}, {"namespace-install.yaml", "argocd"}, {"namespace-install.yaml", "gitops"},
+			{"ha/namespace-install.yaml", "argocd"},
 		} {
 			install := manifests[c.manifest]
 			t.Run(version+"/"+c.manifest+"/"+c.namespace, func(t *testing.T) {
