@@ -116,12 +116,13 @@ const tokenDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 // TestComponentOnArgoCD builds the component the way a user's kustomization does, on
 // Argo CD's own install manifests (install.yaml, namespace-install.yaml and
-// ha/namespace-install.yaml of every
-// version e2e/build/versions.txt lists, from the Go module cache or the module proxy),
-// into the usual namespace and another one, and checks the refresh loop's access to
-// the Kubernetes API: the Role grants exactly get and patch on Applications, the
-// RoleBinding gives it to the ServiceAccount the repo-server Deployment runs as, and
-// (as Argo CD mounts no token into the repo-server pod) only the sidecar gets one.
+// ha/namespace-install.yaml of every version e2e/build/versions.txt lists, from the
+// Go module cache or the module proxy), into the usual namespace and another one, and
+// checks the refresh loop's access to the Kubernetes API (the Role grants exactly get
+// and patch on Applications, the RoleBinding gives it to the ServiceAccount the
+// repo-server Deployment runs as, and, as Argo CD mounts no token into the repo-server
+// pod, only the sidecar gets one) and the sidecar against what Argo CD and the daemon
+// require (checkSidecarPod, checkMetricsService).
 func TestComponentOnArgoCD(t *testing.T) {
 	component := deployFiles(t)
 	for _, version := range argoCDVersions(t) {
