@@ -57,7 +57,8 @@ func (l *lockedBuffer) String() string {
 // TestImageRunsAsArgoCDUser unpacks the image, as docker load and a container runtime
 // would get it from bin/image.tar, and runs its entrypoint there as uid 999 with
 // chroot --userspec, as Argo CD runs the sidecar: first `version` (the stamped version
-// and commit), then `sidecar` with a stand-in for argocd-cmp-server, which runs
+// and commit), then `install` (the init container of deploy/legacy-argocd-cm), then
+// `sidecar` with a stand-in for argocd-cmp-server, which runs
 // plugin.yaml's generate command against a real registry. It checks that the daemon
 // answers on its health endpoints and socket, that it and the child run as 999, that
 // the render went through the daemon, and that SIGTERM stops the container cleanly.
@@ -139,6 +140,51 @@ func TestImageRunsAsArgoCDUser(t *testing.T) {
 		}
 		if v.Version != testVersion || v.Commit != testRevision || v.Platform != "linux/"+cf.Architecture {
 			t.Errorf("version = %+v, want %s %s linux/%s", v, testVersion, testRevision, cf.Architecture)
+		}
+	})
+
+	// The init container of deploy/legacy-argocd-cm (Argo CD < 2.8): `install` copies
+	// both binaries into a volume, with no shell or cp in the image. It finds itself
+	// through /proc/self/exe, so this runs as a runtime does: in its own PID and mount
+	// namespaces with /proc mounted (unshare --mount-proc; gone when it exits).
+	t.Run("install", func(t *testing.T) {
+		unshare, err := exec.LookPath("unshare")
+		if err != nil {
+			t.Fatalf("this test needs unshare (util-linux): %v", err)
+		}
+		tools := filepath.Join(root, "custom-tools")
+		for _, d := range []string{tools, filepath.Join(root, "proc")} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// An emptyDir, writable by the pod's user.
+		if err := os.Chmod(tools, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(unshare, "--fork", "--pid", "--mount-proc="+filepath.Join(root, "proc"),
+			chroot, "--userspec="+cf.Config.User, root, cf.Config.Entrypoint[0], "install", "/custom-tools")
+		cmd.Env = cf.Config.Env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("install: %v\n%s", err, out)
+		}
+		for _, b := range Binaries {
+			got, err := os.ReadFile(filepath.Join(tools, b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile(filepath.Join(root, "usr", "local", "bin", b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := os.Stat(filepath.Join(tools, b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) || st.Mode().Perm() != 0o755 || st.Sys().(*syscall.Stat_t).Uid != 999 {
+				t.Errorf("installed %s: %d bytes (want %d), mode %v, owner %d; want the image's binary, 0755, 999",
+					b, len(got), len(want), st.Mode().Perm(), st.Sys().(*syscall.Stat_t).Uid)
+			}
 		}
 	})
 
