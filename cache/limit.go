@@ -23,10 +23,6 @@ import (
 // other entry names; each such registry gets a bucket of its own.
 const AnyRegistry = "*"
 
-// DefaultRegistryConcurrency bounds requests in flight per registry host when the
-// operator sets no registryConcurrency.
-const DefaultRegistryConcurrency = 16
-
 // RateLimit is a token bucket: RPS requests per second on average, bursts of up to
 // Burst, for the requests of one registry or of the repositories under a prefix.
 type RateLimit struct {
@@ -212,15 +208,16 @@ const DefaultPauseCap = 5 * time.Minute
 
 // hostState is what all requests to one registry host share.
 type hostState struct {
-	sem chan struct{} // nil: no bound on requests in flight
+	gov *governor // nil: no bound on requests in flight
 }
 
 // pauseKey is what a Retry-After pauses: a registry host, or one repository of it
 // (repo as the request path names it; "" for the whole host).
 type pauseKey struct{ host, repo string }
 
-// NewLimiter returns a Limiter. concurrency bounds requests in flight per registry
-// host (0: no bound). A nil m records into a Metrics of its own.
+// NewLimiter returns a Limiter. concurrency is the most requests in flight per
+// registry host, where its adaptive governor starts (see governor.go; 0: no
+// bound). A nil m records into a Metrics of its own.
 func NewLimiter(limits []RateLimit, concurrency int, m *Metrics) *Limiter {
 	if m == nil {
 		m = NewMetrics()
@@ -273,7 +270,7 @@ func (l *Limiter) host(h string) *hostState {
 	if !ok {
 		hs = &hostState{}
 		if l.concurrency > 0 {
-			hs.sem = make(chan struct{}, l.concurrency)
+			hs.gov = newGovernor(l.concurrency, time.Now)
 		}
 		l.hosts[h] = hs
 	}
@@ -329,17 +326,19 @@ func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			return nil, fmt.Errorf("rate limit of %s: %w", tg.host, err)
 		}
 	}
-	if hs.sem != nil {
-		select {
-		case hs.sem <- struct{}{}:
-			defer func() { <-hs.sem }()
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	var sent time.Time
+	if hs.gov != nil {
+		var err error
+		if sent, err = hs.gov.acquire(ctx); err != nil {
+			return nil, err
 		}
 	}
 	t.l.m.RateLimitWait.WithLabelValues(tg.host).Observe(time.Since(start).Seconds())
 
 	resp, err := t.next.RoundTrip(req)
+	if hs.gov != nil {
+		hs.gov.release(sent, signalOf(ctx, resp, err))
+	}
 	record := func(status string) { t.l.m.Requests.WithLabelValues(tg.host, kind, req.Method, status).Inc() }
 	switch {
 	case err == nil:
@@ -415,6 +414,21 @@ func (l *Limiter) pausedUntil(k pauseKey) time.Time {
 		}
 	}
 	return until
+}
+
+// concurrency is, for every registry host with a governor, its current limit and
+// requests in flight.
+func (l *Limiter) concurrencyState() map[string][2]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string][2]int, len(l.hosts))
+	for h, hs := range l.hosts {
+		if hs.gov != nil {
+			limit, inFlight := hs.gov.state()
+			out[h] = [2]int{limit, inFlight}
+		}
+	}
+	return out
 }
 
 // pausedSeconds is, for every registry host ever paused, the seconds left of its

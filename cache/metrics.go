@@ -78,7 +78,12 @@ func NewMetrics() *Metrics {
 			"else to the whole registry; each pause capped (5m by default).", "registry"),
 		paused: &pauseCollector{desc: prometheus.NewDesc(Namespace+"_ratelimit_paused_seconds",
 			"Seconds left of the longest Retry-After pause of a registry (of the whole host or of one of its repositories), 0 when none; "+
-				"a series for every registry paused since start.", []string{"registry"}, nil)},
+				"a series for every registry paused since start.", []string{"registry"}, nil),
+			limit: prometheus.NewDesc(Namespace+"_registry_concurrency_limit",
+				"Requests the adaptive governor lets be in flight to a registry now: registryConcurrency at most, halved when the registry "+
+					"answers 429 or is overloaded (frequent 502/503/504, no answer), one more per window of good answers.", []string{"registry"}, nil),
+			inFlight: prometheus.NewDesc(Namespace+"_registry_requests_in_flight",
+				"Requests in flight to a registry (sent, no answer yet).", []string{"registry"}, nil)},
 	}
 	reg.MustRegister(m.paused)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -133,11 +138,14 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // pauseCollector reports, at scrape time, the pauses of every Limiter recording
-// into the Metrics (the longest per registry host).
+// into the Metrics (the longest per registry host), and the concurrency limits
+// and requests in flight of their governors.
 type pauseCollector struct {
-	desc    *prometheus.Desc
-	mu      sync.Mutex
-	sources []weak.Pointer[Limiter] // a Limiter no longer used is dropped
+	desc     *prometheus.Desc
+	limit    *prometheus.Desc // registry_concurrency_limit
+	inFlight *prometheus.Desc // registry_requests_in_flight
+	mu       sync.Mutex
+	sources  []weak.Pointer[Limiter] // a Limiter no longer used is dropped
 }
 
 // addPauseSource adds a Limiter's pauses (seconds left by registry host) to the
@@ -148,7 +156,11 @@ func (m *Metrics) addPauseSource(l *Limiter) {
 	m.paused.mu.Unlock()
 }
 
-func (c *pauseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *pauseCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.desc
+	ch <- c.limit
+	ch <- c.inFlight
+}
 
 func (c *pauseCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
@@ -170,5 +182,16 @@ func (c *pauseCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for h, d := range all {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, d, h)
+	}
+	limits := map[string][2]int{}
+	for _, l := range limiters {
+		for h, st := range l.concurrencyState() {
+			cur := limits[h]
+			limits[h] = [2]int{cur[0] + st[0], cur[1] + st[1]}
+		}
+	}
+	for h, st := range limits {
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st[0]), h)
+		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(st[1]), h)
 	}
 }

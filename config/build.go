@@ -39,6 +39,7 @@ func (c Config) NewRemote(m *cache.Metrics, log *slog.Logger, opts ...resolve.Re
 		resolve.WithTransportWrapper(limiter.Wrap),
 		resolve.WithTagListLimits(c.TagListMaxPages, c.TagListMaxTags, c.TagListMaxPageSize),
 		resolve.WithRequestTimeouts(c.RequestHeaderTimeout, c.RequestTimeout),
+		resolve.WithJobs(c.inspectConcurrency()),
 	}
 	remote, err := resolve.NewRemote(append(base, opts...)...)
 	if err != nil {
@@ -51,7 +52,17 @@ func (c Config) NewRemote(m *cache.Metrics, log *slog.Logger, opts ...resolve.Re
 // that a registries entry's apps do not allow.
 func (c Config) NewResolver(reg resolve.Registry, opts ...resolve.ResolverOption) *resolve.Resolver {
 	scoped := resolve.WithAuthorizer(resolve.NewRegistryTable(c.Registries).Authorize)
-	return resolve.NewResolver(reg, append([]resolve.ResolverOption{scoped}, opts...)...)
+	return resolve.NewResolver(reg, append([]resolve.ResolverOption{scoped, resolve.WithConcurrency(c.inspectConcurrency())}, opts...)...)
+}
+
+// inspectConcurrency is how many tags a resolution inspects at once and how many
+// jobs go-containerregistry runs: the registry concurrency bound, so that the
+// limiter's governor alone decides how many requests are in flight.
+func (c Config) inspectConcurrency() int {
+	if c.RegistryConcurrency > 0 {
+		return c.RegistryConcurrency
+	}
+	return cache.DefaultRegistryConcurrency
 }
 
 // NewDirectResolver is the resolver of a render without the daemon: NewRemote

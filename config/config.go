@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,9 +36,17 @@ const (
 	maxSocketPath = 107
 )
 
-// DefaultRateLimits apply when none are configured: every registry, 100 requests a
-// second on average, bursts of 200.
-var DefaultRateLimits = []cache.RateLimit{{Registry: cache.AnyRegistry, RPS: 100, Burst: 200}}
+// DefaultRateLimits apply to the registries no configured limit names (neither
+// rateLimits nor a registries entry's rateLimit): the registries that publish
+// limits per client get a polite rate (Docker Hub counts manifest GETs against a
+// pull allowance per 6 hours; Amazon ECR Public allows 1 anonymous pull a
+// second); every other registry is bounded only by the adaptive governor of
+// requests in flight (registryConcurrency), which backs off when it answers 429 or
+// is overloaded. docs/registries.md explains each.
+var DefaultRateLimits = []cache.RateLimit{
+	{Registry: "docker.io", RPS: 10, Burst: 20},
+	{Registry: "public.ecr.aws", RPS: 1, Burst: 5},
+}
 
 // Config is the daemon's configuration. It is read, in increasing precedence, from
 // its defaults, an optional YAML file, environment variables and flags (see
@@ -143,7 +150,7 @@ func DefaultConfig() Config {
 		RefreshAhead:        cache.DefaultRefreshAhead,
 		ManifestCacheSize:   cache.DefaultManifestCacheSize,
 		BlobCacheSize:       cache.DefaultBlobCacheSize,
-		RateLimits:          slices.Clone(DefaultRateLimits),
+		RateLimits:          nil, // DefaultRateLimits apply to the registries no limit names (EffectiveRateLimits)
 		RegistryConcurrency: cache.DefaultRegistryConcurrency,
 		FetchTimeout:        cache.DefaultFetchTimeout,
 
@@ -266,9 +273,9 @@ staleIfError: 24h
 refreshAhead: 20%
 manifestCacheSize: 32MiB
 blobCacheSize: 32MiB
-registryConcurrency: 16
+registryConcurrency: 64                # requests in flight per registry at most; adaptive below it (halved on 429 or overload)
 fetchTimeout: 2m
-rateLimits:            # each entry sets its registry's limit; "*" the others' (default 100:200)
+rateLimits:            # each entry sets its registry's limit; "*" the others' (default: docker.io 10:20, public.ecr.aws 1:5, no other)
   - {registry: docker.io, rps: 2, burst: 10}
   - {registry: "*", rps: 100, burst: 200}
 registries:            # as in the registries config file
@@ -356,7 +363,8 @@ func Settings() []Setting {
 		sizeSetting("blobCacheSize", "IMAGE_RESOLVER_BLOB_CACHE_SIZE", "blob-cache-size", "bytes of image configs kept by digest",
 			func(c *Config) *int64 { return &c.BlobCacheSize }),
 		{Key: "rateLimits", Env: "IMAGE_RESOLVER_RATE_LIMITS", Flag: "rate-limit", List: true, Type: "prefix=rps[:burst]",
-			Usage: "per-registry token bucket, " + rateAccepted + "; repeatable; each sets its registry's limit over the file's and env's",
+			Usage: "per-registry token bucket, " + rateAccepted + "; repeatable; each sets its registry's limit over the file's and env's " +
+				"(built in, unless named here: docker.io=10:20, public.ecr.aws=1:5; other registries are bounded by registryConcurrency's governor alone)",
 			set: func(c *Config, v string) error {
 				rl, err := ParseRateLimit(v)
 				if err != nil {
@@ -372,7 +380,7 @@ func Settings() []Setting {
 				}
 				return strings.Join(s, ",")
 			}},
-		{Key: "registryConcurrency", Env: "IMAGE_RESOLVER_REGISTRY_CONCURRENCY", Flag: "registry-concurrency", Usage: "requests in flight per registry (0: no bound)", Type: "int",
+		{Key: "registryConcurrency", Env: "IMAGE_RESOLVER_REGISTRY_CONCURRENCY", Flag: "registry-concurrency", Usage: "requests in flight per registry at most; an adaptive governor starts there, halves on 429 or overload (frequent 502/503/504, no answer) and recovers slowly (0: no bound)", Type: "int",
 			set: func(c *Config, v string) error {
 				n, err := strconv.Atoi(strings.TrimSpace(v))
 				if err != nil || n < 0 {

@@ -36,7 +36,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Socket != DefaultSocket || c.MetricsAddr != ":8090" || c.TagTTL != 2*time.Minute || c.HeadTTL != time.Hour ||
-		c.StaleIfError != 24*time.Hour || c.ManifestCacheSize != 32<<20 || len(c.RateLimits) != 1 ||
+		c.StaleIfError != 24*time.Hour || c.ManifestCacheSize != 32<<20 || len(c.RateLimits) != 0 || c.RegistryConcurrency != 64 ||
 		c.Refresh != RefreshHard || c.RefreshInterval != 3*time.Minute || c.ControlPlaneNamespace != "argocd" ||
 		c.ForgetAfter != 25*time.Hour || c.MaxTrackedApps != 10000 {
 		t.Fatalf("defaults: %+v", c)
@@ -84,7 +84,7 @@ registries:
 	if c.Refresh != RefreshOff || c.RefreshInterval != 30*time.Second || c.ControlPlaneNamespace != "gitops" || c.ForgetAfter != 48*time.Hour || c.MaxTrackedApps != 500 {
 		t.Errorf("refresh settings: %s %s %s %s %d", c.Refresh, c.RefreshInterval, c.ControlPlaneNamespace, c.ForgetAfter, c.MaxTrackedApps)
 	}
-	if got := c.Get("rateLimits"); got != "*=50:50,docker.io=3:3,ghcr.io=7:7" {
+	if got := c.Get("rateLimits"); got != "docker.io=3:3,*=50:50,ghcr.io=7:7" {
 		t.Errorf("rate limits %s: file, then env per registry (docker.io aliases folded), then flags", got)
 	}
 	if len(c.Registries) != 1 || c.Registries[0].API != "mirror.internal:5000" {
@@ -170,7 +170,7 @@ func TestValidateCatchesConfigBuiltInCode(t *testing.T) {
 		t.Errorf("zero head TTL: %v", err)
 	}
 	c = DefaultConfig()
-	c.RateLimits = append(c.RateLimits, cache.RateLimit{Registry: "*", RPS: 1, Burst: 1})
+	c.RateLimits = append(c.RateLimits, cache.RateLimit{Registry: "*", RPS: 1, Burst: 1}, cache.RateLimit{Registry: "*", RPS: 2, Burst: 2})
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "each registry once") {
 		t.Errorf("duplicate rate limit: %v", err)
 	}
@@ -188,7 +188,7 @@ func TestExampleFileParses(t *testing.T) {
 			t.Errorf("%s: example %s, default %s", s.Key, c.Get(s.Key), d.Get(s.Key))
 		}
 	}
-	if got := c.Get("rateLimits"); got != "*=100:200,docker.io=2:10" {
+	if got := c.Get("rateLimits"); got != "docker.io=2:10,*=100:200" {
 		t.Errorf("rate limits %s", got)
 	}
 	if len(c.DefaultPlatforms) != 1 || len(c.ExtraImagePaths) != 1 {
@@ -216,8 +216,16 @@ registries:
 	for _, rl := range c.EffectiveRateLimits() {
 		got = append(got, rl.String())
 	}
-	if want := "*=100:200 ghcr.io=9:9 ghcr.io/org=0.5:1 docker.io=2:2"; strings.Join(got, " ") != want {
-		t.Errorf("effective limits %q, want %q (rateLimits win over a registries entry's rateLimit)", strings.Join(got, " "), want)
+	if want := "ghcr.io=9:9 ghcr.io/org=0.5:1 docker.io=2:2 public.ecr.aws=1:5"; strings.Join(got, " ") != want {
+		t.Errorf("effective limits %q, want %q (rateLimits win over a registries entry's rateLimit, both over the built-in ones)", strings.Join(got, " "), want)
+	}
+	var none []string
+	d := DefaultConfig()
+	for _, rl := range d.EffectiveRateLimits() {
+		none = append(none, rl.String())
+	}
+	if want := "docker.io=10:20 public.ecr.aws=1:5"; strings.Join(none, " ") != want {
+		t.Errorf("built-in limits %q, want %q (no bucket for other registries: the governor bounds them)", strings.Join(none, " "), want)
 	}
 }
 

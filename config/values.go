@@ -55,7 +55,7 @@ func checkRateLimit(rl *cache.RateLimit) error {
 
 // EffectiveRateLimits are the daemon's buckets: RateLimits, plus the rateLimit of
 // every registries entry whose prefix RateLimits does not name (rps with a burst of
-// rps rounded up).
+// rps rounded up), plus DefaultRateLimits for the registries neither names.
 func (c *Config) EffectiveRateLimits() []cache.RateLimit {
 	out := slices.Clone(c.RateLimits)
 	for _, rc := range c.Registries {
@@ -67,6 +67,12 @@ func (c *Config) EffectiveRateLimits() []cache.RateLimit {
 			continue
 		}
 		out = append(out, rl)
+	}
+	// The built-in polite limits, for the registries the operator did not name.
+	for _, rl := range DefaultRateLimits {
+		if !slices.ContainsFunc(out, func(x cache.RateLimit) bool { return x.Registry == rl.Registry }) {
+			out = append(out, rl)
+		}
 	}
 	return out
 }

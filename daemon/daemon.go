@@ -249,6 +249,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.Registry.Close()
 		return err
 	}
+	if d.workers != nil {
+		go d.workers.Prestart() // the first render finds a worker running
+	}
 	servers := []*http.Server{newSocketServer(d.socketHandler())}
 	listeners := []net.Listener{d.socketLn}
 	if d.metricsLn != nil {

@@ -91,6 +91,16 @@ func NewWorkers(start func() *exec.Cmd, size int, opts ...WorkerOption) *Workers
 	return w
 }
 
+// Prestart starts one worker ahead of the first render, so that it does not wait
+// for a process to start; a failure to start is left for that render to report.
+func (p *Workers) Prestart() {
+	w, err := startWorker(p.start())
+	if err != nil {
+		return
+	}
+	p.put(w)
+}
+
 // Close stops every idle worker; busy ones are stopped when their render ends.
 func (p *Workers) Close() {
 	p.mu.Lock()

@@ -80,6 +80,7 @@ func writeString(t *testing.T, objs []*Rendered) string {
 // source, and one worker serves render after render.
 func TestWorkersSameOutput(t *testing.T) {
 	tw := newTestWorkers(t, 1)
+	tw.Prestart() // the renders below use it: one worker in all
 	apps := []string{"../testdata/apps/helm-web", "../testdata/apps/kustomize-overlay", "../testdata/apps/plain-cron",
 		"../testdata/apps/arm64-pinned", "testdata/charts/caps", "testdata/kustomize/canonical", "testdata/dir"}
 	for _, app := range apps {

@@ -112,6 +112,11 @@ func WithTransportWrapper(wrap func(http.RoundTripper) http.RoundTripper) Remote
 	return func(o *remoteOptions) { o.wrap = wrap }
 }
 
+// WithJobs sets how many requests go-containerregistry runs at once where it
+// parallelises itself (default 8): give it the registry's concurrency bound, so one
+// number governs requests in flight.
+func WithJobs(n int) RemoteOption { return func(o *remoteOptions) { o.jobs = max(n, 1) } }
+
 // WithoutMemo turns off memoising manifests and blobs by digest, for a caller that
 // keeps its own bounded cache (the daemon).
 func WithoutMemo() RemoteOption { return func(o *remoteOptions) { o.noMemo = true } }

@@ -126,7 +126,10 @@ func WithAuthorizer(a Authorizer) ResolverOption {
 // ResolverOption configures a Resolver.
 type ResolverOption func(*Resolver)
 
-// WithConcurrency bounds how many tags are inspected at once (default 8).
+// WithConcurrency bounds how many tags are inspected at once (default 8). It bounds
+// goroutines, not requests: give it the registry's concurrency bound (the daemon
+// and generate do, from registryConcurrency), so that the governor of requests in
+// flight (cache.Limiter) is the one that decides.
 func WithConcurrency(n int) ResolverOption {
 	return func(r *Resolver) { r.concurrency = max(n, 1) }
 }

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
 // BenchmarkGenerateVsTool renders each sample app against a loopback registry the two
@@ -123,5 +127,116 @@ func BenchmarkGenerateDaemon(b *testing.B) {
 				b.ReportMetric(float64(s.Total())/float64(b.N), "requests/op")
 			})
 		}
+	}
+}
+
+// buildsRegistry is issue 13's case: a repository of 1,000 build-N tags, each an
+// index of linux/amd64 and linux/arm64 images created an hour apart, listed 100 tags a
+// page, every request 20 ms late. newest-build for linux/amd64 reads it with 3,011
+// requests at the least: 10 list pages, 1,000 indexes, 1,000 amd64 manifests and
+// 1,000 configs. It returns the registry, a registries config naming it
+// builds.bench.local, and an app directory whose Deployment uses it with that policy.
+func buildsRegistry(b *testing.B) (*rt.Server, string, string) {
+	b.Helper()
+	s := rt.New(b, rt.WithPageSize(100))
+	sc := &rt.Scenario{Repositories: map[string]*rt.Repository{"team/builds": {Generate: &rt.Generate{
+		Count: 1000, Format: "build-%d", Created: "2026-01-01T00:00:00Z", Interval: "1h",
+		Index: true, Platforms: []string{"linux/amd64", "linux/arm64"}}}}}
+	if err := s.SeedScenario(sc); err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	cfg := filepath.Join(dir, "registries.yaml")
+	body := fmt.Sprintf("registries:\n- prefix: builds.bench.local\n  api: %q\n  insecure: true\n", s.Host)
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	app := filepath.Join(dir, "app")
+	deploy := `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: builds}
+spec:
+  template:
+    spec:
+      containers:
+      - {name: app, image: builds.bench.local/team/builds:build-0}
+`
+	if err := os.MkdirAll(app, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(app, "deploy.yaml"), []byte(deploy), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	lat := 20 * time.Millisecond
+	if v := os.Getenv("BENCH_LATENCY"); v != "" {
+		lat, _ = time.ParseDuration(v)
+	}
+	s.SetLatency(lat)
+	return s, cfg, app
+}
+
+// BenchmarkCold1000Builds is issue 13's measurement: newest-build for linux/amd64
+// over buildsRegistry, cold, by `resolve` (a process of its own) and by a render
+// through a daemon that has just started (argocd-image-resolver-generate asking a
+// fresh `serve`; the daemon's start is not timed), with no faults and with 2% of
+// requests answered 503. It reports milliseconds and registry requests per
+// resolution, and fails if any pick is not build-999.
+func BenchmarkCold1000Builds(b *testing.B) {
+	s, cfg, app := buildsRegistry(b)
+	env := []string{"IMAGE_RESOLVER_REGISTRIES_CONFIG=" + cfg}
+	for _, faults := range []string{"none", "503-2pct"} {
+		inject := func() {
+			s.ClearFaults()
+			if faults == "503-2pct" {
+				s.Inject(rt.Fault{Status: 503, Every: 50})
+			}
+		}
+		b.Run("resolve/faults="+faults, func(b *testing.B) {
+			inject()
+			defer s.ClearFaults()
+			s.ResetCounts()
+			var took time.Duration
+			for b.Loop() {
+				start := time.Now()
+				r := resolveCmd(b, env, "builds.bench.local/team/builds", "--strategy", "newest-build", "--platforms", "linux/amd64", "-o", "json")
+				took += time.Since(start)
+				if r.code != 0 || !strings.Contains(r.stdout, `"tag": "build-999"`) {
+					b.Fatalf("resolve: exit %d, stdout %s, stderr %s", r.code, r.stdout, r.stderr)
+				}
+			}
+			b.ReportMetric(float64(took.Milliseconds())/float64(b.N), "ms/resolution")
+			b.ReportMetric(float64(s.Total())/float64(b.N), "requests/op")
+		})
+		b.Run("daemon-cold/faults="+faults, func(b *testing.B) {
+			s.ClearFaults()
+			defer s.ClearFaults()
+			var took time.Duration
+			var requests int
+			for b.Loop() {
+				b.StopTimer()
+				socket, stop := startDaemon(b, cfg)
+				inject()
+				s.ResetCounts()
+				b.StartTimer()
+				start := time.Now()
+				cmd := exec.Command(thinBinary)
+				cmd.Dir = app
+				cmd.Env = append(os.Environ(), "ARGOCD_APP_NAME=builds", "ARGOCD_APP_NAMESPACE=builds", "IMAGE_RESOLVER_SOCKET="+socket,
+					"ARGOCD_APP_PARAMETERS="+params("image-list", "app=builds.bench.local/team/builds", "app.update-strategy", "newest-build",
+						"app.platforms", "linux/amd64"))
+				out, err := cmd.CombinedOutput()
+				took += time.Since(start)
+				b.StopTimer()
+				requests += s.Total()
+				stop()
+				s.ClearFaults()
+				if err != nil || !strings.Contains(string(out), "builds.bench.local/team/builds:build-999") || strings.Contains(string(out), "unreachable") {
+					b.Fatalf("render: %v\n%s", err, out)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(took.Milliseconds())/float64(b.N), "ms/resolution")
+			b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
+		})
 	}
 }

@@ -84,7 +84,7 @@ func generateEnv(t *testing.T, dir string, env map[string]string) run {
 }
 
 // runIn runs a command in dir with exactly env (plus PATH, HOME, an empty DOCKER_CONFIG).
-func runIn(t *testing.T, dir string, env map[string]string, name string, args ...string) run {
+func runIn(t testing.TB, dir string, env map[string]string, name string, args ...string) run {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir

@@ -18,7 +18,7 @@ import (
 
 // resolveCmd runs `argocd-image-resolver resolve args...` as a process with env
 // (NAME=VALUE entries).
-func resolveCmd(t *testing.T, env []string, args ...string) run {
+func resolveCmd(t testing.TB, env []string, args ...string) run {
 	t.Helper()
 	m := map[string]string{}
 	for _, kv := range env {

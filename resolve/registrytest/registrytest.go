@@ -273,8 +273,11 @@ type Fault struct {
 	Status       int    // HTTP status; 0 means 503
 	RetryAfter   string // Retry-After header value, optional
 	Times        int    // how many requests to answer; 0 = forever
-	Code         string // error code in the body; "" derives it from Status
-	Message      string // error message in the body; "" derives it from Status
+	// Every, when above 1, answers only every Every-th matching request (the
+	// others go through): 50 fails 2% of requests, deterministically.
+	Every   int
+	Code    string // error code in the body; "" derives it from Status
+	Message string // error message in the body; "" derives it from Status
 
 	// The hostile behaviours below answer instead of an error body.
 
@@ -299,7 +302,8 @@ type Fault struct {
 
 type faultState struct {
 	Fault
-	served int
+	served  int
+	matched int
 }
 
 // Inject appends a fault.
@@ -332,6 +336,11 @@ func (s *Server) matchFault(kind Kind, r *http.Request) (Fault, bool) {
 		}
 		if f.Times > 0 && f.served >= f.Times {
 			continue
+		}
+		if f.Every > 1 {
+			if f.matched++; f.matched%f.Every != 0 {
+				continue
+			}
 		}
 		f.served++
 		return f.Fault, true
