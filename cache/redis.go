@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,8 +51,9 @@ const (
 	DefaultRedisLeaseTTL      = 5 * time.Second
 	DefaultRedisRetryInterval = time.Second
 
-	// leasePollMin and leasePollMax bound the wait between two reads of a waiter.
-	leasePollMin = 5 * time.Millisecond
+	// leasePollMin and leasePollMax bound the wait between two reads of a waiter
+	// when no notice of the holder's write arrives (pub/sub is best effort).
+	leasePollMin = 10 * time.Millisecond
 	leasePollMax = 100 * time.Millisecond
 	// redisFormat names the value format in keys: a daemon of another format neither
 	// reads nor overwrites these values during a rolling upgrade.
@@ -101,6 +103,13 @@ type Redis struct {
 
 	up      atomic.Bool
 	probing atomic.Bool
+
+	// Waiters for a key another daemon fetches, woken by its notice on the
+	// channel (the holder publishes the key after writing or releasing it).
+	channel string
+	wmu     sync.Mutex
+	waiters map[string]map[chan struct{}]struct{}
+	ps      *redis.PubSub
 
 	ctx    context.Context // cancelled by Close: probes and lease renewals
 	cancel context.CancelFunc
@@ -173,7 +182,8 @@ func NewRedis(o RedisOptions, m *Metrics) (*Redis, error) {
 	}
 	redisLogOnce.Do(func() { redis.SetLogger(debugLogger{}) })
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &Redis{c: redis.NewClient(opts), o: o, m: newRedisMetrics(m), log: log, ctx: ctx, cancel: cancel}
+	r := &Redis{c: redis.NewClient(opts), o: o, m: newRedisMetrics(m), log: log, ctx: ctx, cancel: cancel,
+		channel: o.KeyPrefix + redisFormat + ":filled", waiters: map[string]map[chan struct{}]struct{}{}}
 	if err := r.ping(); err != nil {
 		r.m.errors.WithLabelValues(redisOpPing).Inc()
 		r.m.up.Set(0)
@@ -184,7 +194,62 @@ func NewRedis(o RedisOptions, m *Metrics) (*Redis, error) {
 		r.m.up.Set(1)
 		log.Info("redis shared tier connected", "keyPrefix", o.KeyPrefix)
 	}
+	r.listen()
 	return r, nil
+}
+
+// listen subscribes to the notices of filled keys and wakes their waiters;
+// go-redis resubscribes after a lost connection.
+func (r *Redis) listen() {
+	r.ps = r.c.Subscribe(r.ctx, r.channel)
+	ch := r.ps.Channel(redis.WithChannelSize(1024))
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for {
+			select {
+			case <-r.ctx.Done():
+				return
+			case msg, ok := <-ch:
+				if !ok {
+					return
+				}
+				r.wake(msg.Payload)
+			}
+		}
+	}()
+}
+
+// wait registers for the notice of key; done unregisters.
+func (r *Redis) wait(key string) (notice <-chan struct{}, done func()) {
+	ch := make(chan struct{}, 1)
+	r.wmu.Lock()
+	set := r.waiters[key]
+	if set == nil {
+		set = map[chan struct{}]struct{}{}
+		r.waiters[key] = set
+	}
+	set[ch] = struct{}{}
+	r.wmu.Unlock()
+	return ch, func() {
+		r.wmu.Lock()
+		delete(set, ch)
+		if len(set) == 0 && r.waiters[key] != nil && len(r.waiters[key]) == 0 {
+			delete(r.waiters, key)
+		}
+		r.wmu.Unlock()
+	}
+}
+
+func (r *Redis) wake(key string) {
+	r.wmu.Lock()
+	for ch := range r.waiters[key] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	r.wmu.Unlock()
 }
 
 // Close stops probes and lease renewals and closes the connections.
@@ -193,6 +258,9 @@ func (r *Redis) Close() error {
 		return nil
 	}
 	r.cancel()
+	if r.ps != nil {
+		_ = r.ps.Close()
+	}
 	r.wg.Wait()
 	return r.c.Close()
 }
@@ -281,83 +349,89 @@ func (r *Redis) leaseKey(layer, key string) string {
 	return r.o.KeyPrefix + redisFormat + ":lease:" + layer + ":" + key
 }
 
-// read returns the value of key and its remaining TTL; nil when absent.
-func (r *Redis) read(ctx context.Context, key string) ([]byte, time.Duration, error) {
-	var get *redis.StringCmd
-	var ttl *redis.DurationCmd
-	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		get = p.Get(ctx, key)
-		ttl = p.PTTL(ctx, key)
-		return nil
-	})
-	if errors.Is(get.Err(), redis.Nil) {
-		return nil, 0, nil
-	}
-	if err != nil {
-		r.failed(redisOpRead, err)
-		return nil, 0, err
-	}
-	b, _ := get.Bytes()
-	return b, ttl.Val(), nil
-}
+// Every exchange with Redis on a lookup is one script, so one command and one
+// round trip: Redis's throughput, not the daemons', bounds a busy installation.
 
-// releaseSrc deletes a lease only if the caller still holds it.
-const releaseSrc = `if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`
+// lookupScript returns a value with its remaining TTL (PTTL) and, when the value
+// is absent (or ARGV[3] is "1": the caller will not take the value there is),
+// tries to take the fetch lease: {value or "", pttl, 1 if the lease was taken}.
+// ARGV[2] "0" takes no lease.
+var lookupScript = redis.NewScript(`
+local v = redis.call("GET", KEYS[1])
+local ttl = -2
+if v then ttl = redis.call("PTTL", KEYS[1]) end
+local got = 0
+if ARGV[2] ~= "0" and (not v or ARGV[3] == "1") then
+  if redis.call("SET", KEYS[2], ARGV[1], "NX", "PX", ARGV[2]) then got = 1 end
+end
+return {v or "", ttl, got}`)
 
-var releaseScript = redis.NewScript(releaseSrc)
+// writeScript stores a value with its TTL (ms) and, for a lease holder (ARGV[3]
+// its token), releases the lease and tells waiters on channel ARGV[4].
+var writeScript = redis.NewScript(`
+redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
+if ARGV[3] ~= "" then
+  if redis.call("GET", KEYS[2]) == ARGV[3] then redis.call("DEL", KEYS[2]) end
+  redis.call("PUBLISH", ARGV[4], KEYS[1])
+end
+return 1`)
+
+// releaseScript gives a lease up if the caller still holds it and tells the
+// key's waiters on channel ARGV[2], so that one takes it at once.
+var releaseScript = redis.NewScript(`
+if redis.call("GET", KEYS[2]) == ARGV[1] then redis.call("DEL", KEYS[2]) end
+redis.call("PUBLISH", ARGV[2], KEYS[1])
+return 1`)
 
 // renewScript extends a lease only if the caller still holds it.
 var renewScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end return 0`)
 
+// lookup reads key's value and its remaining TTL (nil when absent) and, with
+// lease set, tries to take the key's fetch lease when there is no value, or
+// whatever there is with force. It returns the token of a lease taken, else "".
+func (r *Redis) lookup(ctx context.Context, key, lease string, tryLease, force bool) ([]byte, time.Duration, string, error) {
+	token, ttlArg, forceArg := "", "0", "0"
+	if tryLease {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		token, ttlArg = hex.EncodeToString(b[:]), strconv.FormatInt(r.o.LeaseTTL.Milliseconds(), 10)
+	}
+	if force {
+		forceArg = "1"
+	}
+	res, err := lookupScript.Run(ctx, r.c, []string{key, lease}, token, ttlArg, forceArg).Slice()
+	if err != nil {
+		r.failed(redisOpRead, err)
+		return nil, 0, "", err
+	}
+	if len(res) != 3 {
+		err := fmt.Errorf("redis lookup: %d results, want 3", len(res))
+		r.failed(redisOpRead, err)
+		return nil, 0, "", err
+	}
+	v, _ := res[0].(string)
+	pttl, _ := res[1].(int64)
+	if got, _ := res[2].(int64); got != 1 {
+		token = ""
+	}
+	if v == "" {
+		return nil, 0, token, nil
+	}
+	return []byte(v), time.Duration(pttl) * time.Millisecond, token, nil
+}
+
 // write stores a value with a TTL and, when token is set, releases the lease
-// in the same round trip.
+// and tells the key's waiters.
 func (r *Redis) write(ctx context.Context, key string, val []byte, ttl time.Duration, lease, token string) {
-	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, key, val, ttl)
-		if token != "" {
-			// EVAL, not EVALSHA: a pipeline cannot fall back when the script is not
-			// loaded yet
-			p.Eval(ctx, releaseSrc, []string{lease}, token)
-		}
-		return nil
-	})
+	err := writeScript.Run(ctx, r.c, []string{key, lease}, val, ttl.Milliseconds(), token, r.channel).Err()
 	if err != nil {
 		r.failed(redisOpWrite, err)
 	}
 }
 
-// acquire tries to take the fetch lease of a key and reads its value after, in
-// one round trip. It returns the token that holds the lease ("" when another
-// daemon holds it) and the value with its remaining TTL (nil when absent). The
-// value is read after the lease is taken: a holder writes its value before it
-// releases, so a lease taken just after another daemon's fetch sees that fetch's
-// value rather than fetching again.
-func (r *Redis) acquire(ctx context.Context, lease, key string) (string, []byte, time.Duration, error) {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	token := hex.EncodeToString(b[:])
-	var setnx *redis.BoolCmd
-	var get *redis.StringCmd
-	var ttl *redis.DurationCmd
-	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		setnx = p.SetNX(ctx, lease, token, r.o.LeaseTTL)
-		get = p.Get(ctx, key)
-		ttl = p.PTTL(ctx, key)
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		r.failed(redisOpLease, err)
-		return "", nil, 0, err
-	}
-	if !setnx.Val() {
-		token = ""
-	}
-	val, _ := get.Bytes() // nil when absent
-	return token, val, ttl.Val(), nil
-}
-
-func (r *Redis) release(ctx context.Context, lease, token string) {
-	if err := releaseScript.Run(ctx, r.c, []string{lease}, token).Err(); err != nil && !errors.Is(err, redis.Nil) {
+// release gives a lease up; key's waiters are told, so one takes it at once.
+func (r *Redis) release(ctx context.Context, lease, token, key string) {
+	if err := releaseScript.Run(ctx, r.c, []string{key, lease}, token, r.channel).Err(); err != nil {
 		r.failed(redisOpLease, err)
 	}
 }
@@ -407,19 +481,11 @@ func sharedFill[V any](ctx context.Context, rd *Redis, layer, key string, ttl ti
 	answered := false // Redis answered: this fetch is a shared miss
 	poll := leasePollMin
 	var timer *time.Timer
+	var notice <-chan struct{}
 	var bad []byte // a malformed value already counted
-	for first := true; rd.Up(); first = false {
-		// First a plain read (the common case: a hit); then, each time, take the
-		// lease and read again in one round trip.
-		var raw []byte
-		var pttl time.Duration
-		var tok string
-		var err error
-		if first {
-			raw, pttl, err = rd.read(ctx, vkey)
-		} else {
-			tok, raw, pttl, err = rd.acquire(ctx, lkey, vkey)
-		}
+	force := false // Redis holds a value this fetch does not take
+	for rd.Up() {
+		raw, pttl, tok, err := rd.lookup(ctx, vkey, lkey, true, force)
 		if err != nil {
 			break
 		}
@@ -431,21 +497,30 @@ func sharedFill[V any](ctx context.Context, rd *Redis, layer, key string, ttl ti
 				rd.log.Warn("ignoring a malformed value in redis; fetching it again", "layer", layer, "key", key, "err", err)
 			} else if age := max(wttl-pttl, 0); accept(age) {
 				if tok != "" {
-					rd.release(ctx, lkey, tok)
+					rd.release(ctx, lkey, tok, vkey)
 				}
 				rd.m.hits.WithLabelValues(layer).Inc()
 				return v, age, nil
 			}
 		}
 		answered = true
-		if first {
-			continue
-		}
 		if tok != "" {
 			token = tok
 			break
 		}
-		// Another daemon fetches it: read again shortly.
+		if raw != nil && !force {
+			force = true // a value not taken, and no one fetching: take the lease
+			continue
+		}
+		// Another daemon fetches it: wait for its notice, or read again shortly.
+		if notice == nil {
+			var done func()
+			notice, done = rd.wait(vkey)
+			defer done()
+			// registered after the read above: read again before waiting, so a
+			// notice sent in between is not missed
+			continue
+		}
 		if timer == nil {
 			rd.m.leaseWaits.WithLabelValues(layer).Inc()
 			timer = time.NewTimer(poll)
@@ -454,6 +529,7 @@ func sharedFill[V any](ctx context.Context, rd *Redis, layer, key string, ttl ti
 			timer.Reset(poll)
 		}
 		select {
+		case <-notice:
 		case <-timer.C:
 		case <-ctx.Done():
 			return zero, 0, ctx.Err()
@@ -479,7 +555,7 @@ func sharedFill[V any](ctx context.Context, rd *Redis, layer, key string, ttl ti
 		}
 	}
 	if token != "" && rd.Up() {
-		rd.release(wctx, lkey, token) // a waiter takes it and fetches in turn
+		rd.release(wctx, lkey, token, vkey) // a waiter takes it and fetches in turn
 	}
 	return v, 0, err
 }

@@ -21,9 +21,6 @@ import (
 // variable Argo CD's own components read from the argocd-redis secret.
 const RedisPasswordEnv = "REDIS_PASSWORD"
 
-// RedisUsernameEnv is Argo CD's variable for a Redis ACL user.
-const RedisUsernameEnv = "REDIS_USERNAME"
-
 // RedisConfig is the shared tier of several daemons (one per repo-server replica):
 // the redis: section of the configuration file, its variables and flags. An empty
 // Address means no shared tier. The password is never part of it: it is read from
@@ -105,7 +102,7 @@ func redisSettings() []Setting {
 		str("address", "IMAGE_RESOLVER_REDIS_ADDR", "redis-addr",
 			`HOST:PORT of the Redis the daemons of several repo-server replicas share their registry view through, e.g. argocd-redis:6379 ("": none)`, "address",
 			func(c *Config) *string { return &c.Redis.Address }, checkRedisAddress),
-		str("username", RedisUsernameEnv, "redis-username", "Redis ACL user (default: the default user)", "string",
+		str("username", "IMAGE_RESOLVER_REDIS_USERNAME", "redis-username", "Redis ACL user (default: the default user)", "string",
 			func(c *Config) *string { return &c.Redis.Username }, nil),
 		str("passwordFile", "IMAGE_RESOLVER_REDIS_PASSWORD_FILE", "redis-password-file",
 			"file holding the Redis password, read at each connection (default: $"+RedisPasswordEnv+", as Argo CD's argocd-redis secret sets it)", "path",

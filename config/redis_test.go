@@ -32,7 +32,7 @@ redis:
 		{"file", nil, map[string]string{ConfigEnv: file}, RedisConfig{Address: "redis-file:6379", KeyPrefix: "file:", TLS: true, ServerName: "redis.internal",
 			DialTimeout: 200 * time.Millisecond, Timeout: 300 * time.Millisecond, ContentTTL: 24 * time.Hour}},
 		{"env over file", nil, map[string]string{ConfigEnv: file, "IMAGE_RESOLVER_REDIS_ADDR": "argocd-redis:6379", "IMAGE_RESOLVER_REDIS_TLS": "false",
-			"IMAGE_RESOLVER_REDIS_SERVER_NAME": " ", RedisUsernameEnv: "resolver"},
+			"IMAGE_RESOLVER_REDIS_SERVER_NAME": " ", "IMAGE_RESOLVER_REDIS_USERNAME": "resolver"},
 			RedisConfig{Address: "argocd-redis:6379", Username: "resolver", KeyPrefix: "file:", DialTimeout: 200 * time.Millisecond, Timeout: 300 * time.Millisecond, ContentTTL: 24 * time.Hour}},
 		{"flags over env", []string{"--redis-addr", "flag:1", "--redis-tls", "--redis-insecure-skip-verify", "--redis-dial-timeout", "50ms",
 			"--redis-password-file", pw, "--redis-content-ttl", "1h"},
