@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -433,5 +434,23 @@ func TestMonitoringOnArgoCD(t *testing.T) {
 	}
 	if dash.Labels["grafana_dashboard"] != "1" || dash.Data["argocd-image-resolver.json"] != string(files["monitoring/dashboard.json"]) {
 		t.Errorf("dashboard ConfigMap labels %v, keys %v: want grafana_dashboard=1 and dashboard.json as argocd-image-resolver.json", dash.Labels, slices.Sorted(mapKeys(dash.Data)))
+	}
+}
+
+// TestMonitoringObjectsDecode decodes the ServiceMonitor and the PrometheusRule
+// strictly into the Prometheus Operator's own types (monitoring.coreos.com/v1), so a
+// misspelt or misplaced field, which the operator would drop, fails here.
+func TestMonitoringObjectsDecode(t *testing.T) {
+	for file, into := range map[string]any{
+		"monitoring/servicemonitor.yaml": &monitoringv1.ServiceMonitor{},
+		"monitoring/prometheusrule.yaml": &monitoringv1.PrometheusRule{},
+	} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.UnmarshalStrict(b, into); err != nil {
+			t.Errorf("%s is not what the Prometheus Operator reads: %v", file, err)
+		}
 	}
 }
