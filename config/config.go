@@ -390,7 +390,7 @@ func Settings() []Setting {
 				return nil
 			},
 			get: func(c *Config) string { return strconv.Itoa(c.RegistryConcurrency) }},
-		durationSetting("fetchTimeout", "IMAGE_RESOLVER_FETCH_TIMEOUT", "fetch-timeout", "bound on one registry fetch, retries included",
+		durationSetting("fetchTimeout", "IMAGE_RESOLVER_FETCH_TIMEOUT", "fetch-timeout", "bound on one registry fetch, retries included, and on a resolution the daemon goes on with after the render that started it gave up",
 			func(c *Config) *time.Duration { return &c.FetchTimeout }, time.Second),
 		{Key: "defaultPlatforms", Env: DefaultPlatformsEnv, Flag: "default-platforms", Type: "platforms", Sep: ",",
 			Usage: "platforms required of an image whose policy and workload name none: " + platformsAccepted,

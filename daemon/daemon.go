@@ -48,6 +48,11 @@ type Daemon struct {
 	Refresher *Refresher
 	pins      PinWriter
 	workers   *render.Workers // nil: renders in this process
+	// batch resolves for renders and the socket API: each resolution in the
+	// daemon's time, so a cold one goes on after its caller's deadline.
+	batch    *detachedBatch
+	life     context.Context
+	stopLife context.CancelFunc
 
 	pinErrMu sync.Mutex
 	pinErrs  map[string]string // app -> why its last pin write failed
@@ -140,7 +145,9 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		cache.WithMetrics(d.Metrics.Metrics),
 		cache.WithRedis(shared))
 	d.Resolver = cfg.NewResolver(d.Registry, resolve.WithObserver(d.Metrics.observeResolution))
-	d.Server = NewServer(d.Resolver, d.Metrics, d.log)
+	d.life, d.stopLife = context.WithCancel(context.Background())
+	d.batch = newDetachedBatch(d.life, d.Resolver, cfg.FetchTimeout)
+	d.Server = NewServer(d.batch, d.Metrics, d.log)
 	if o.worker != nil {
 		d.workers = render.NewWorkers(o.worker, cfg.RenderWorkers, render.WithWorkerMemory(cfg.RenderWorkerMemory))
 	}
@@ -168,7 +175,7 @@ func (d *Daemon) socketHandler() http.Handler {
 	if d.workers != nil {
 		settings.Renderer = d.workers
 	}
-	mux.Handle("POST "+delegate.Path, GenerateHandler(pipeline.New(d.Resolver, settings), d.afterRender, d.log))
+	mux.Handle("POST "+delegate.Path, GenerateHandler(pipeline.New(d.batch, settings), d.afterRender, d.log))
 	mux.HandleFunc("POST "+PathRenders, d.serveRenders)
 	return mux
 }
@@ -245,6 +252,7 @@ func (d *Daemon) MetricsHandler() http.Handler {
 // finished (for up to 10s), the socket removed, background refreshes stopped. It
 // returns nil after a stop by ctx, or the error that stopped a server.
 func (d *Daemon) Run(ctx context.Context) error {
+	defer d.stopLife()
 	if err := d.Listen(); err != nil {
 		d.Registry.Close()
 		return err

@@ -104,8 +104,9 @@ func (f *Fallback) ResolveBatch(ctx context.Context, app string, reqs []resolve.
 	}
 	dctx, cancel := context.WithTimeout(ctx, wait)
 	answers, err := f.daemon.ResolveBatch(dctx, app, reqs)
+	silent := errors.Is(dctx.Err(), context.DeadlineExceeded) // before cancel sets its own error
 	cancel()
-	if err != nil && ctx.Err() == nil && dctx.Err() != nil {
+	if err != nil && ctx.Err() == nil && silent {
 		// The daemon accepted and did not answer: as good as unreachable.
 		err = fmt.Errorf("%w: %s: no answer within %s", ErrUnreachable, f.daemon.Socket(), wait)
 	}

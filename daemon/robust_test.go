@@ -305,6 +305,18 @@ func TestFallbackFromASilentDaemon(t *testing.T) {
 	}
 }
 
+// A daemon that is not there is said as such at once, not as a silent one.
+func TestFallbackFromAMissingDaemonSaysWhy(t *testing.T) {
+	var stderr strings.Builder
+	fb := NewFallback(NewClient(filepath.Join(t.TempDir(), "none.sock")), func() (resolve.Batch, error) { return fixedBatch{}, nil }, &stderr)
+	if _, err := fb.ResolveBatch(context.Background(), "web", []resolve.Request{{Image: "reg/web"}}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stderr.String(), "no answer within") || !strings.Contains(stderr.String(), "no such file or directory") {
+		t.Errorf("stderr %q, want the dial error, not a wait", stderr.String())
+	}
+}
+
 type fixedBatch struct{}
 
 func (fixedBatch) ResolveBatch(_ context.Context, _ string, reqs []resolve.Request) ([]resolve.Answer, error) {

@@ -87,14 +87,14 @@ type errorResponse struct {
 // Server serves resolution batches on the socket API with a resolve.Resolver over
 // the cached registry, and records their latency.
 type Server struct {
-	resolver *resolve.Resolver
+	resolver resolve.Batch
 	m        *Metrics
 	log      *slog.Logger
 }
 
 // NewServer returns a Server resolving with r. Nil m or log are replaced by
 // metrics of its own and a discarding logger.
-func NewServer(r *resolve.Resolver, m *Metrics, log *slog.Logger) *Server {
+func NewServer(r resolve.Batch, m *Metrics, log *slog.Logger) *Server {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
