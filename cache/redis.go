@@ -279,9 +279,9 @@ func (r *Redis) ping() error {
 
 // failed records a failed command; a failure that says Redis is unreachable or
 // too slow opens the circuit.
-func (r *Redis) failed(op string, err error) {
-	if r.ctx.Err() != nil {
-		return // closing
+func (r *Redis) failed(ctx context.Context, op string, err error) {
+	if r.ctx.Err() != nil || ctx.Err() != nil {
+		return // closing, or the fetch ended (its deadline, the Registry's Close): not Redis's failure
 	}
 	r.m.errors.WithLabelValues(op).Inc()
 	// An answer refusing a write (out of memory, a read-only replica) leaves reads
@@ -401,12 +401,12 @@ func (r *Redis) lookup(ctx context.Context, key, lease string, tryLease, force b
 	}
 	res, err := lookupScript.Run(ctx, r.c, []string{key, lease}, token, ttlArg, forceArg).Slice()
 	if err != nil {
-		r.failed(redisOpRead, err)
+		r.failed(ctx, redisOpRead, err)
 		return nil, 0, "", err
 	}
 	if len(res) != 3 {
 		err := fmt.Errorf("redis lookup: %d results, want 3", len(res))
-		r.failed(redisOpRead, err)
+		r.failed(ctx, redisOpRead, err)
 		return nil, 0, "", err
 	}
 	v, _ := res[0].(string)
@@ -425,14 +425,14 @@ func (r *Redis) lookup(ctx context.Context, key, lease string, tryLease, force b
 func (r *Redis) write(ctx context.Context, key string, val []byte, ttl time.Duration, lease, token string) {
 	err := writeScript.Run(ctx, r.c, []string{key, lease}, val, ttl.Milliseconds(), token, r.channel).Err()
 	if err != nil {
-		r.failed(redisOpWrite, err)
+		r.failed(ctx, redisOpWrite, err)
 	}
 }
 
 // release gives a lease up; key's waiters are told, so one takes it at once.
 func (r *Redis) release(ctx context.Context, lease, token, key string) {
 	if err := releaseScript.Run(ctx, r.c, []string{key, lease}, token, r.channel).Err(); err != nil {
-		r.failed(redisOpLease, err)
+		r.failed(ctx, redisOpLease, err)
 	}
 }
 
@@ -456,11 +456,10 @@ func (r *Redis) keepLease(lease, token string) (stop func()) {
 			if !r.Up() {
 				continue
 			}
-			ctx, cancel := context.WithTimeout(r.ctx, r.o.Timeout*2)
-			err := renewScript.Run(ctx, r.c, []string{lease}, token, r.o.LeaseTTL.Milliseconds()).Err()
-			cancel()
+			// bounded by the client's command timeout
+			err := renewScript.Run(r.ctx, r.c, []string{lease}, token, r.o.LeaseTTL.Milliseconds()).Err()
 			if err != nil && !errors.Is(err, redis.Nil) {
-				r.failed(redisOpLease, err)
+				r.failed(r.ctx, redisOpLease, err)
 			}
 		}
 	}()

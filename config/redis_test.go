@@ -164,3 +164,38 @@ func gaugeValue(t *testing.T, m *cache.Metrics, name string) float64 {
 	t.Fatalf("no gauge %s", name)
 	return 0
 }
+
+func TestRedisTLS(t *testing.T) {
+	rs := redistest.StartTLS(t)
+	tests := []struct {
+		name   string
+		set    func(r *RedisConfig)
+		wantUp float64
+	}{
+		{"trusted CA file", func(r *RedisConfig) { r.TLS, r.CAFile = true, rs.CAFile }, 1},
+		{"server name in the certificate", func(r *RedisConfig) { r.TLS, r.CAFile, r.ServerName = true, rs.CAFile, "localhost" }, 1},
+		{"server name not in the certificate", func(r *RedisConfig) { r.TLS, r.CAFile, r.ServerName = true, rs.CAFile, "redis.example.com" }, 0},
+		{"untrusted certificate", func(r *RedisConfig) { r.TLS = true }, 0},
+		{"insecureSkipVerify", func(r *RedisConfig) { r.TLS, r.InsecureSkipVerify = true, true }, 1},
+		{"plain TCP to a TLS server", func(r *RedisConfig) {}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.Redis.Address = rs.Addr
+			tt.set(&c.Redis)
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			m := cache.NewMetrics()
+			rd, err := c.NewRedis(m, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close()
+			if up := gaugeValue(t, m, "argocd_image_resolver_cache_redis_up"); up != tt.wantUp {
+				t.Errorf("redis up %v, want %v", up, tt.wantUp)
+			}
+		})
+	}
+}

@@ -5,7 +5,15 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -23,6 +31,9 @@ const RequireEnv = "IMAGE_RESOLVER_REQUIRE_REDIS"
 // Server is a redis-server process on 127.0.0.1.
 type Server struct {
 	Addr string // 127.0.0.1:PORT, the same across Stop and Start
+	// CAFile is, for a server started by StartTLS, the PEM certificate it
+	// serves (self-signed for 127.0.0.1 and localhost), to trust as a CA.
+	CAFile string
 
 	t    testing.TB
 	bin  string
@@ -37,6 +48,18 @@ type Server struct {
 // arguments (e.g. "--requirepass", "secret").
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
+	return start(t, false, extra)
+}
+
+// StartTLS runs redis-server speaking only TLS, with a self-signed certificate
+// for 127.0.0.1 and localhost (CAFile).
+func StartTLS(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	return start(t, true, extra)
+}
+
+func start(t testing.TB, useTLS bool, extra []string) *Server {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		if os.Getenv(RequireEnv) == "1" {
@@ -45,6 +68,11 @@ func Start(t testing.TB, extra ...string) *Server {
 		t.Skipf("redis-server not found on PATH (install it, or set %s=1 to make this a failure)", RequireEnv)
 	}
 	s := &Server{t: t, bin: bin, dir: t.TempDir(), args: extra}
+	if useTLS {
+		if err := s.writeCert(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var lastErr error
 	for range 5 { // a free port may be taken between finding and binding it
 		port, err := freePort()
@@ -72,8 +100,13 @@ func freePort() (int, error) {
 
 func (s *Server) start() error {
 	_, port, _ := net.SplitHostPort(s.Addr)
-	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--logfile", "", "--loglevel", "warning"}, s.args...)
+	args := []string{"--port", port}
+	if s.CAFile != "" {
+		args = []string{"--port", "0", "--tls-port", port, "--tls-cert-file", s.CAFile,
+			"--tls-key-file", filepath.Join(s.dir, "key.pem"), "--tls-auth-clients", "no"}
+	}
+	args = append(append(args, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--logfile", "", "--loglevel", "warning"), s.args...)
 	cmd := exec.Command(s.bin, args...)
 	logPath := filepath.Join(s.dir, "redis.log")
 	logFile, err := os.Create(logPath)
@@ -111,7 +144,7 @@ func (s *Server) start() error {
 // pingRaw speaks RESP by hand: an answer to PING (PONG, or NOAUTH when a
 // password is required) means the server is up.
 func (s *Server) pingRaw() bool {
-	c, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond)
+	c, err := s.dial(200 * time.Millisecond)
 	if err != nil {
 		return false
 	}
@@ -127,7 +160,7 @@ func (s *Server) pingRaw() bool {
 // Flush empties the server (FLUSHALL), as an operator or an eviction might.
 func (s *Server) Flush(t testing.TB) {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	c, err := s.dial(time.Second)
 	if err != nil {
 		t.Fatalf("redis flush: %v", err)
 	}
@@ -175,4 +208,53 @@ func (s *Server) Restart() {
 		time.Sleep(50 * time.Millisecond)
 	}
 	s.t.Fatalf("redis-server restart on %s: %v", s.Addr, err)
+}
+
+// dial connects as a client, over TLS for a StartTLS server.
+func (s *Server) dial(timeout time.Duration) (net.Conn, error) {
+	d := &net.Dialer{Timeout: timeout}
+	if s.CAFile == "" {
+		return d.Dial("tcp", s.Addr)
+	}
+	caPEM, err := os.ReadFile(s.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	return tls.DialWithDialer(d, "tcp", s.Addr, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+}
+
+// writeCert writes a self-signed certificate and its key for 127.0.0.1 and
+// localhost.
+func (s *Server) writeCert() error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "redistest"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:              []string{"localhost"},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	s.CAFile = filepath.Join(s.dir, "cert.pem")
+	if err := os.WriteFile(s.CAFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(s.dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
 }
