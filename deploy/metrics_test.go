@@ -419,3 +419,54 @@ func scrapeRunningDaemon(t *testing.T) map[string]*dto.MetricFamily {
 	}
 	return fams
 }
+
+// TestDashboardLayout checks what Grafana needs of dashboard.json beyond its queries:
+// a uid, panels with unique ids inside the 24-column grid without overlapping, and
+// every query on the dashboard's data source variable (so the import asks for one).
+func TestDashboardLayout(t *testing.T) {
+	b, err := os.ReadFile("monitoring/dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		UID    string `json:"uid"`
+		Panels []struct {
+			ID         int    `json:"id"`
+			Type       string `json:"type"`
+			Title      string `json:"title"`
+			Datasource *struct {
+				UID string `json:"uid"`
+			} `json:"datasource"`
+			GridPos struct{ X, Y, W, H int } `json:"gridPos"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.UID == "" {
+		t.Error("dashboard.json has no uid: every import would make a new dashboard")
+	}
+	ids := map[int]bool{}
+	cells := map[[2]int]string{}
+	for _, p := range d.Panels {
+		if ids[p.ID] {
+			t.Errorf("panel id %d is used twice", p.ID)
+		}
+		ids[p.ID] = true
+		g := p.GridPos
+		if g.X < 0 || g.W <= 0 || g.H <= 0 || g.X+g.W > 24 {
+			t.Errorf("panel %q: gridPos %+v outside the 24 columns", p.Title, g)
+		}
+		for x := g.X; x < g.X+g.W; x++ {
+			for y := g.Y; y < g.Y+g.H; y++ {
+				if other, ok := cells[[2]int{x, y}]; ok {
+					t.Errorf("panels %q and %q overlap at %d,%d", other, p.Title, x, y)
+				}
+				cells[[2]int{x, y}] = p.Title
+			}
+		}
+		if p.Type != "row" && (p.Datasource == nil || p.Datasource.UID != "${datasource}") {
+			t.Errorf("panel %q does not use the ${datasource} variable", p.Title)
+		}
+	}
+}
