@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -540,5 +541,35 @@ func TestRedisCodecRoundTrip(t *testing.T) {
 	raw, _ = tagsCodec.encode("k", many, time.Minute)
 	if plain := len(strings.Join(many, "\n")); len(raw)*3 > plain {
 		t.Errorf("10,000 tags: %d bytes stored for %d plain", len(raw), plain)
+	}
+}
+
+func TestRedisStaleIfErrorStaysWithMemory(t *testing.T) {
+	rs := redistest.Start(t)
+	s := rt.New(t)
+	pushTags(t, s, "app", "linux/amd64", "1.0.0", "1.1.0")
+	opts := []Option{WithTagTTL(400 * time.Millisecond), WithRefreshAhead(0)}
+	a := newSharedFixture(t, s, rs.Addr, RedisOptions{}, opts...)
+	b := newSharedFixture(t, s, rs.Addr, RedisOptions{}, opts...)
+	for _, f := range []*fixture{a, b} {
+		if res := f.mustResolve(t, "app", resolve.PolicySpec{}); res.Tag != "1.1.0" {
+			t.Fatalf("resolved %s", res.Tag)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // past the TTL: gone from Redis, expired in memory
+	s.Inject(rt.Fault{Kind: rt.Tags, Status: http.StatusServiceUnavailable})
+	for i, f := range []*fixture{a, b} {
+		a := f.resolve(t, "app", resolve.PolicySpec{})
+		if a.Error != "" || a.Result.Tag != "1.1.0" || len(a.Result.Stale) == 0 {
+			t.Errorf("daemon %d with the registry failing: %+v %q, want the last good answer flagged stale", i, a.Result, a.Error)
+		}
+		if countOf(f.m, "stale", LayerTags) != 1 {
+			t.Errorf("daemon %d: %v stale serves", i, countOf(f.m, "stale", LayerTags))
+		}
+	}
+	// nothing stale went to Redis: a new daemon has no answer to give
+	c := newSharedFixture(t, s, rs.Addr, RedisOptions{}, opts...)
+	if a := c.resolve(t, "app", resolve.PolicySpec{}); a.Error == "" {
+		t.Errorf("a new daemon answered %+v with the registry failing and nothing fresh anywhere", a.Result)
 	}
 }
