@@ -39,8 +39,29 @@ func ParsePlatform(s string) (Platform, error) {
 	if len(parts) == 3 {
 		p.Variant = parts[2]
 	}
-	return p.normaliseArch(), nil
+	p = p.normaliseArch()
+	// A misspelt platform would match no image and show up only as "no tag
+	// qualifies": name what is wrong instead.
+	if !slices.Contains(knownOS, p.OS) {
+		return Platform{}, &InputError{Field: string(FieldPlatforms), Policy: FieldPlatforms, Value: s,
+			Accepted: "an operating system Go and OCI images name (" + strings.Join(knownOS, ", ") + ")"}
+	}
+	if !slices.Contains(knownArch, p.Arch) {
+		return Platform{}, &InputError{Field: string(FieldPlatforms), Policy: FieldPlatforms, Value: s,
+			Accepted: "an architecture Go and OCI images name (" + strings.Join(knownArch, ", ") + ")"}
+	}
+	return p, nil
 }
+
+// knownOS and knownArch are the values of GOOS and GOARCH (go/build's lists), the
+// vocabulary of an OCI image's platform.
+var (
+	knownOS = []string{"aix", "android", "darwin", "dragonfly", "freebsd", "hurd", "illumos", "ios", "js",
+		"linux", "nacl", "netbsd", "openbsd", "plan9", "solaris", "wasip1", "windows", "zos"}
+	knownArch = []string{"386", "amd64", "amd64p32", "arm", "arm64", "arm64be", "armbe", "loong64", "mips",
+		"mips64", "mips64le", "mips64p32", "mips64p32le", "mipsle", "ppc", "ppc64", "ppc64le", "riscv",
+		"riscv64", "s390", "s390x", "sparc", "sparc64", "wasm"}
+)
 
 // ParsePlatforms parses a comma-separated list; empty items are ignored. The result
 // is sorted and free of duplicates.

@@ -1,6 +1,7 @@
 package resolve_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
@@ -103,6 +104,26 @@ func TestArm64VariantRequirementOverHTTP(t *testing.T) {
 		}
 		if res := mustResolve(t, r, s, repo, resolve.PolicySpec{Platforms: []string{"linux/arm64"}}); res.Tag != "2.0.0" {
 			t.Errorf("%s, linux/arm64 (any variant): tag %q, want 2.0.0", repo, res.Tag)
+		}
+	}
+}
+
+// A misspelt operating system or architecture is bad input naming what is
+// accepted, not a requirement no image meets.
+func TestParsePlatformUnknownNames(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"linux/amd65", "an architecture Go and OCI images name"},
+		{"linx/amd64", "an operating system Go and OCI images name"},
+		{"linux/arm65/v8", "an architecture Go and OCI images name"},
+	} {
+		_, err := resolve.ParsePlatform(tc.in)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.in) {
+			t.Errorf("ParsePlatform(%q) = %v, want an error naming the value and %q", tc.in, err, tc.want)
+		}
+	}
+	for _, ok := range []string{"linux/amd64", "linux/x86_64", "linux/aarch64", "windows/amd64", "linux/s390x", "linux/riscv64", "linux/arm/v7"} {
+		if _, err := resolve.ParsePlatform(ok); err != nil {
+			t.Errorf("ParsePlatform(%q): %v", ok, err)
 		}
 	}
 }
