@@ -83,7 +83,11 @@ func (e *TagListLimitError) Error() string {
 	case "link loop":
 		return fmt.Sprintf("%s: tag list links back to a page already read (%s); not following it, no tag chosen", where, quoteTrunc(e.Link, 120))
 	case "bytes per page":
-		return fmt.Sprintf("%s: a tag list page is over the cap of %d bytes (after decompression); no tag chosen", where, e.Max)
+		return fmt.Sprintf("%s: a tag list page is over the cap of %d bytes (after decompression; setting tagListMaxPageSize); no tag chosen", where, e.Max)
+	}
+	setting := map[string]string{"pages": "tagListMaxPages", "tags": "tagListMaxTags"}[e.Limit]
+	if setting != "" {
+		return fmt.Sprintf("%s: tag list is over the cap of %d %s (setting %s); no tag chosen", where, e.Max, e.Limit, setting)
 	}
 	return fmt.Sprintf("%s: tag list is over the cap of %d %s; no tag chosen", where, e.Max, e.Limit)
 }

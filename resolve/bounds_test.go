@@ -104,18 +104,18 @@ func TestTagListBounds(t *testing.T) {
 	}, {
 		name:     "pages over the cap",
 		opts:     []resolve.RemoteOption{resolve.WithTagListLimits(3, 0, 0)},
-		want:     "tag list is over the cap of 3 pages; no tag chosen",
+		want:     "tag list is over the cap of 3 pages (setting tagListMaxPages); no tag chosen",
 		maxPages: 3,
 	}, {
 		name:     "tags over the cap",
 		opts:     []resolve.RemoteOption{resolve.WithTagListLimits(0, 5, 0)},
-		want:     "tag list is over the cap of 5 tags; no tag chosen",
+		want:     "tag list is over the cap of 5 tags (setting tagListMaxTags); no tag chosen",
 		maxPages: 3,
 	}, {
 		name:     "huge page",
 		opts:     []resolve.RemoteOption{resolve.WithTagListLimits(0, 0, 64<<10)},
 		fault:    &rt.Fault{Kind: rt.Tags, Body: huge},
-		want:     "a tag list page is over the cap of 65536 bytes (after decompression); no tag chosen",
+		want:     "a tag list page is over the cap of 65536 bytes (after decompression; setting tagListMaxPageSize); no tag chosen",
 		maxPages: 1,
 		maxRead:  64<<10 + 1,
 	}, {
@@ -123,7 +123,7 @@ func TestTagListBounds(t *testing.T) {
 		opts: []resolve.RemoteOption{resolve.WithTagListLimits(0, 0, 1<<20)},
 		fault: &rt.Fault{Kind: rt.Tags, Body: bomb,
 			Header: http.Header{"Content-Encoding": {"gzip"}}},
-		want:     "a tag list page is over the cap of 1048576 bytes (after decompression); no tag chosen",
+		want:     "a tag list page is over the cap of 1048576 bytes (after decompression; setting tagListMaxPageSize); no tag chosen",
 		maxPages: 1,
 		maxRead:  1<<20 + 1,
 		maxAlloc: 12 << 20,
