@@ -454,3 +454,31 @@ func TestMonitoringObjectsDecode(t *testing.T) {
 		}
 	}
 }
+
+// TestREADMEExamples builds the kustomization of README.md's settings example (a
+// strategic-merge patch of the sidecar's environment) on Argo CD: it changes that
+// setting and keeps the sidecar whole.
+func TestREADMEExamples(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	start := strings.Index(text, "```yaml\npatches:\n")
+	if start < 0 {
+		t.Fatal("README.md has no patches example")
+	}
+	block := text[start+len("```yaml\n"):]
+	block = block[:strings.Index(block, "```")]
+	install := argoCDManifests(t, argoCDVersions(t)[0], "namespace-install.yaml")["namespace-install.yaml"]
+	resMap := buildWith(t, deployFiles(t), install, "namespace: argocd\nresources:\n  - install.yaml\ncomponents:\n  - ../deploy\n"+block)
+	var deploy appsv1.Deployment
+	if !object(t, resMap, "Deployment", "argocd-repo-server", &deploy) {
+		t.Fatal("no repo-server Deployment")
+	}
+	pod := &deploy.Spec.Template.Spec
+	if e := envOf(sidecarOf(t, pod), "IMAGE_RESOLVER_DEFAULT_PLATFORMS"); e == nil || e.Value != "linux/arm64" {
+		t.Errorf("after README.md's patch IMAGE_RESOLVER_DEFAULT_PLATFORMS = %+v, want linux/arm64", e)
+	}
+	checkSidecarPod(t, pod, configMapsOf(t, resMap), "argocd-repo-server")
+}
