@@ -54,13 +54,17 @@ Environment:
 			if spec.Constraint == "" {
 				spec.Constraint = constraint
 			}
-			policy, err := spec.Compile()
-			if err != nil {
-				return flagError(err)
-			}
 			cfg, err := files.Load(os.LookupEnv)
 			if err != nil {
 				return err
+			}
+			if len(spec.Platforms) == 0 {
+				// As a render would: the operator's default platforms when none are named.
+				spec.Platforms = resolve.PlatformStrings(cfg.DefaultPlatforms)
+			}
+			policy, err := spec.Compile()
+			if err != nil {
+				return flagError(err)
 			}
 			var remoteOpts []resolve.RemoteOption
 			if insecure {
@@ -115,7 +119,7 @@ Environment:
 	}
 	f.StringVar(&spec.AllowTags, "allow-tags", "", "regexp:EXPR, glob:PATTERN or any")
 	f.StringArrayVar(&spec.IgnoreTags, "ignore-tags", nil, "globs (comma-separated) or regexp:EXPR; repeatable")
-	f.StringSliceVar(&spec.Platforms, "platforms", nil, "platforms every chosen tag must have: os/arch[/variant],...")
+	f.StringSliceVar(&spec.Platforms, "platforms", nil, "platforms every chosen tag must have: os/arch[/variant],... (default: defaultPlatforms of the configuration, as for a render)")
 	f.BoolVar(&spec.PinDigest, "pin-digest", false, "write tag@sha256:digest")
 	f.BoolVar(&insecure, "insecure", false, "allow plain HTTP and unverified TLS for this registry")
 	f.StringVar(&app, "app", "", "Argo CD app name to resolve as (for registries whose credentials are scoped to apps)")

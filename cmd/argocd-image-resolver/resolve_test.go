@@ -184,3 +184,16 @@ func TestResolveCommandBoundedByRenderTimeout(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want a failure naming renderTimeout", r.code, r.stderr)
 	}
 }
+
+// Without --platforms, resolve requires the operator's default platforms, as a render
+// of a workload that names none does.
+func TestResolveCommandDefaultPlatforms(t *testing.T) {
+	_, cfg := demoRegistry(t)
+	const web = "registry.demo.local/demo/web"
+	env := []string{"IMAGE_RESOLVER_REGISTRIES_CONFIG=" + cfg, "IMAGE_RESOLVER_DEFAULT_PLATFORMS=linux/amd64"}
+	def := resolveCmd(t, env, web, "-o", "json")
+	named := resolveCmd(t, env[:1], web, "--platforms", "linux/amd64", "-o", "json")
+	if def.code != 0 || def.stdout != named.stdout || !strings.Contains(def.stdout, `"tag": "1.1.0"`) {
+		t.Errorf("default platforms: exit %d, %s; want the answer of --platforms linux/amd64: %s", def.code, def.stdout+def.stderr, named.stdout)
+	}
+}
