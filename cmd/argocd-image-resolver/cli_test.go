@@ -58,6 +58,7 @@ func TestHelp(t *testing.T) {
 			"--registry-concurrency int", "IMAGE_RESOLVER_DEFAULT_PLATFORMS"}, nil},
 		{[]string{"sidecar"}, []string{"Exit status", "IMAGE_RESOLVER_CONFIG", "--tag-ttl duration"}, nil},
 		{[]string{"version"}, []string{"Exit status"}, nil},
+		{[]string{"migrate"}, []string{"Exit status", "--check", "--registries-out", "not carried over"}, nil},
 	} {
 		r := runIn(t, ".", nil, binary, append(tc.command, "--help")...)
 		for _, w := range tc.want {
