@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache/redistest"
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
 	"github.com/argocd-image-resolver/argocd-image-resolver/notify"
@@ -174,7 +175,8 @@ var targetLabels = map[string]bool{"job": true, "instance": true, "namespace": t
 	"service": true, "container": true, "endpoint": true}
 
 // TestDashboardAndAlertsQueryTheDaemonsMetrics runs a daemon as the sidecar does
-// (daemon.New, Listen, Run) against a registry, renders an app through it, lets a
+// (daemon.New, Listen, Run) against a registry and a Redis shared tier (redis-server),
+// renders an app through it, lets a
 // refresh fail against a Kubernetes API that forbids it and a registry pause with
 // Retry-After, so that the series created on first use exist; then checks every
 // metric, label and label value that dashboard.json and prometheusrule.yaml query
@@ -346,6 +348,8 @@ func scrapeRunningDaemon(t *testing.T) map[string]*dto.MetricFamily {
 	cfg.MetricsAddr = "127.0.0.1:0"
 	cfg.TagTTL = time.Second
 	cfg.RefreshAhead = 0 // the refresh pass below is the only reader after the render
+	// The Redis shared tier, as several replicas use it: its metrics exist only then.
+	cfg.Redis.Address = redistest.Start(t).Addr
 	notifier, err := notify.NewKubernetes(&rest.Config{Host: forbiddingAPI(t).URL})
 	if err != nil {
 		t.Fatal(err)
