@@ -161,8 +161,13 @@ func NewRedis(o RedisOptions, m *Metrics) (*Redis, error) {
 		MaxRetryBackoff: 20 * time.Millisecond,
 		// enough connections for the daemon's fetches in flight, and no long
 		// queue for one when they are all busy
-		PoolSize:                 64,
-		PoolTimeout:              o.Timeout + o.DialTimeout,
+		PoolSize:         64,
+		PoolTimeout:      o.Timeout + o.DialTimeout,
+		PipelinePoolSize: -1, // no pipelines: every exchange is one script
+		// values are a few KiB compressed: go-redis's 32 KiB per connection and
+		// direction would hold megabytes for nothing
+		ReadBufferSize:           8 << 10,
+		WriteBufferSize:          8 << 10,
 		TLSConfig:                o.TLS,
 		DisableIdentity:          true, // no CLIENT SETINFO: older servers and proxies refuse it
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
@@ -285,8 +290,10 @@ func (r *Redis) failed(ctx context.Context, op string, err error) {
 	}
 	r.m.errors.WithLabelValues(op).Inc()
 	// An answer refusing a write (out of memory, a read-only replica) leaves reads
-	// working: keep using them.
-	if op == redisOpWrite && (redis.HasErrorPrefix(err, "OOM") || redis.HasErrorPrefix(err, "READONLY")) {
+	// working: keep using them. All connections busy says the daemon is busy, not
+	// that Redis is gone.
+	if op == redisOpWrite && (redis.HasErrorPrefix(err, "OOM") || redis.HasErrorPrefix(err, "READONLY")) ||
+		errors.Is(err, redis.ErrPoolTimeout) {
 		return
 	}
 	if r.up.CompareAndSwap(true, false) {

@@ -52,7 +52,7 @@ var (
 		return e
 	})
 	zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
-		d, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxRedisValue))
+		d, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxRedisValue), zstd.WithDecoderLowmem(true))
 		if err != nil {
 			panic(err)
 		}
