@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +23,12 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
 )
 
 // cmpReport is what testdata/cmpserver writes (its Report).
@@ -108,7 +115,7 @@ func TestImageRunsAsArgoCDUser(t *testing.T) {
 	// What the container runtime and Argo CD's pod add to the image's files: /dev/null
 	// (os/exec gives it to children as stdin), the CMP server in the var-files volume
 	// (here the stand-in), and an app checkout in /tmp.
-	provideRuntimeFiles(t, root, filepath.Join(bins, "cmpserver"))
+	provideDevNull(t, root)
 
 	// The registry the render resolves against, on loopback (the chroot shares the
 	// network).
@@ -117,7 +124,6 @@ func TestImageRunsAsArgoCDUser(t *testing.T) {
 		reg.Push(t, "demo/web", tag, registrytest.Image(testCreated, "linux/amd64", registrytest.WithSeed(tag)))
 	}
 	repo := reg.Ref("demo/web")
-	writeApp(t, root, repo+":1.0.0")
 
 	// The image's user, entrypoint and environment, as a runtime uses them.
 	run := func(args []string, extraEnv ...string) *exec.Cmd {
@@ -188,12 +194,18 @@ func TestImageRunsAsArgoCDUser(t *testing.T) {
 		}
 	})
 
+	// The sidecar as deploy/repo-server-sidecar.yaml runs it: its command, user,
+	// environment and volumes (an emptyDir at /tmp, the plugin's config, the var-files
+	// volume with argocd-cmp-server, here the stand-in) over a read-only root.
 	t.Run("sidecar", func(t *testing.T) {
+		pod := podFromManifest(t, cf, root, filepath.Join(bins, "cmpserver"))
+		writeApp(t, root, repo+":1.0.0")
 		metrics := freeAddr(t)
 		params := fmt.Sprintf(`[{"name":"image-list","string":"web=%s:~1.0"}]`, repo)
-		cmd := run(cf.Config.Entrypoint,
+		// The metrics port is the test's: others may listen on the manifest's.
+		cmd := exec.Command(chroot, append([]string{"--userspec=" + pod.userspec, root}, pod.argv...)...)
+		cmd.Env = append(pod.env,
 			"IMAGE_RESOLVER_METRICS_ADDR="+metrics,
-			"IMAGE_RESOLVER_DEFAULT_PLATFORMS=linux/amd64",
 			"CMPSERVER_APP_DIR=/tmp/app",
 			"CMPSERVER_PARAMETERS="+params)
 		var out lockedBuffer
@@ -201,14 +213,13 @@ func TestImageRunsAsArgoCDUser(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		stopped := false
+		// exited is closed once the sidecar has exited, with its status in waitErr.
+		exited := make(chan struct{})
+		var waitErr error
+		go func() { waitErr = cmd.Wait(); close(exited) }()
 		t.Cleanup(func() {
-			if !stopped {
-				_ = cmd.Process.Kill()
-				<-done
-			}
+			_ = cmd.Process.Kill()
+			<-exited
 			// Shown on failure and with -v.
 			t.Logf("sidecar output:\n%s", out.String())
 		})
@@ -222,7 +233,7 @@ func TestImageRunsAsArgoCDUser(t *testing.T) {
 			}
 			resp.Body.Close()
 			return resp.StatusCode == http.StatusOK
-		}, done)
+		}, exited)
 		if code := httpStatus(t, base+"/healthz"); code != http.StatusOK {
 			t.Errorf("/healthz: %d", code)
 		}
@@ -232,7 +243,7 @@ func TestImageRunsAsArgoCDUser(t *testing.T) {
 		if uid, gid := processIDs(t, cmd.Process.Pid); uid != "999" || gid != "999" {
 			t.Errorf("the sidecar runs as uid %s gid %s, want 999", uid, gid)
 		}
-		sock := filepath.Join(root, "tmp", "argocd-image-resolver.sock")
+		sock := filepath.Join(root, filepath.FromSlash(pod.socket))
 		st, err := os.Lstat(sock)
 		if err != nil {
 			t.Fatalf("the daemon's socket: %v", err)
@@ -252,7 +263,7 @@ func TestImageRunsAsArgoCDUser(t *testing.T) {
 		waitUntil(t, 90*time.Second, "the stand-in CMP server's report", func() bool {
 			_, err := os.Stat(reportPath)
 			return err == nil
-		}, done)
+		}, exited)
 		data, err := os.ReadFile(reportPath)
 		if err != nil {
 			t.Fatal(err)
@@ -264,10 +275,10 @@ func TestImageRunsAsArgoCDUser(t *testing.T) {
 		if r.Error != "" || r.GenerateExit != 0 {
 			t.Fatalf("generate in the image: exit %d, error %q\nstdout:\n%s\nstderr:\n%s", r.GenerateExit, r.Error, r.GenerateStdout, r.GenerateStderr)
 		}
-		if r.UID != 999 || r.GID != 999 || r.Home != "/home/argocd" || r.Socket != "/tmp/argocd-image-resolver.sock" ||
+		if r.UID != 999 || r.GID != 999 || r.Home != "/home/argocd" || r.Socket != pod.socket ||
 			r.GeneratePath != "/usr/local/bin/argocd-image-resolver-generate" {
-			t.Errorf("the CMP server's child saw uid %d gid %d HOME %q socket %q generate %q; want 999 999 /home/argocd /tmp/argocd-image-resolver.sock /usr/local/bin/argocd-image-resolver-generate",
-				r.UID, r.GID, r.Home, r.Socket, r.GeneratePath)
+			t.Errorf("the CMP server's child saw uid %d gid %d HOME %q socket %q generate %q; want 999 999 /home/argocd %s /usr/local/bin/argocd-image-resolver-generate",
+				r.UID, r.GID, r.Home, r.Socket, r.GeneratePath, pod.socket)
 		}
 		// ~1.0 among 1.0.0, 1.0.7 and 1.1.0.
 		if !strings.Contains(r.GenerateStdout, "image: "+repo+":1.0.7") {
@@ -290,10 +301,9 @@ func TestImageRunsAsArgoCDUser(t *testing.T) {
 			t.Fatal(err)
 		}
 		select {
-		case err := <-done:
-			stopped = true
-			if err != nil {
-				t.Errorf("after SIGTERM the sidecar exited with %v, want 0", err)
+		case <-exited:
+			if waitErr != nil {
+				t.Errorf("after SIGTERM the sidecar exited with %v, want 0", waitErr)
 			}
 		case <-time.After(30 * time.Second):
 			t.Fatal("the sidecar did not stop within 30s of SIGTERM")
@@ -301,9 +311,9 @@ func TestImageRunsAsArgoCDUser(t *testing.T) {
 	})
 }
 
-// provideRuntimeFiles adds to root what a container runtime and Argo CD's pod give the
-// container: /dev/null, and argocd-cmp-server in /var/run/argocd (here the stand-in).
-func provideRuntimeFiles(t *testing.T, root, cmpServer string) {
+// provideDevNull adds /dev/null to root, as a container runtime does (os/exec gives
+// it to children as stdin).
+func provideDevNull(t *testing.T, root string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Join(root, "dev"), 0o755); err != nil {
 		t.Fatal(err)
@@ -320,15 +330,184 @@ func provideRuntimeFiles(t *testing.T, root, cmpServer string) {
 		t.Fatalf("the /dev/null made for the image cannot be opened (%v): is %s on a filesystem mounted nodev? Set TMPDIR to one that is not", err, os.TempDir())
 	}
 	f.Close()
-	bin, err := os.ReadFile(cmpServer)
+}
+
+// pod is how deploy/repo-server-sidecar.yaml runs the image.
+type pod struct {
+	argv     []string
+	userspec string   // UID:GID for chroot
+	env      []string // the image's, then the container's
+	socket   string   // the daemon's socket in the container
+}
+
+// podFromManifest reads the image-resolver container of deploy/repo-server-sidecar.yaml
+// and prepares root as the kubelet and the runtime would for it: each emptyDir mount a
+// fresh directory of mode 0777 (the kubelet's), the plugin's ConfigMap file, the
+// var-files volume holding cmpServer as argocd-cmp-server (repo-server's init container
+// copies it there), and, for readOnlyRootFilesystem, the image's own directories not
+// writable. It checks that the manifest and the image agree on command and user.
+func podFromManifest(t *testing.T, cf *v1.ConfigFile, root, cmpServer string) pod {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "repo-server-sidecar.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(root, "var", "run", "argocd")
+	var d appsv1.Deployment
+	if err := yaml.UnmarshalStrict(data, &d); err != nil {
+		t.Fatalf("deploy/repo-server-sidecar.yaml: %v", err)
+	}
+	i := slices.IndexFunc(d.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == "image-resolver" })
+	if i < 0 {
+		t.Fatal("deploy/repo-server-sidecar.yaml has no image-resolver container")
+	}
+	c := d.Spec.Template.Spec.Containers[i]
+	// The patch mounts two volumes of repo-server's own; Argo CD's install manifests
+	// declare both as emptyDirs.
+	volumes := map[string]corev1.Volume{
+		"var-files": {Name: "var-files", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		"plugins":   {Name: "plugins", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		volumes[v.Name] = v
+	}
+	// The runtime runs Command (else the image's entrypoint) with Args (else its Cmd).
+	argv := append(append([]string(nil), cf.Config.Entrypoint...), cf.Config.Cmd...)
+	if len(c.Command) > 0 {
+		argv = append(append([]string(nil), c.Command...), c.Args...)
+		if !slices.Equal(c.Command, cf.Config.Entrypoint) {
+			t.Errorf("the manifest's command %q differs from the image's entrypoint %q", c.Command, cf.Config.Entrypoint)
+		}
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.RunAsUser == nil {
+		t.Fatal("the manifest's container sets no runAsUser")
+	}
+	uid := *sc.RunAsUser
+	if fmt.Sprint(uid)+":"+fmt.Sprint(GID) != cf.Config.User {
+		t.Errorf("the manifest runs as uid %d, the image as %s", uid, cf.Config.User)
+	}
+	// Without runAsGroup the runtime takes the group of the uid's /etc/passwd entry.
+	gid := passwdGID(t, root, uid)
+	if sc.RunAsGroup != nil {
+		gid = *sc.RunAsGroup
+	}
+	env := append([]string(nil), cf.Config.Env...)
+	socket := "/tmp/image-resolver/daemon.sock" // the daemon's default
+	for _, e := range c.Env {
+		v := e.Value
+		switch from := e.ValueFrom; {
+		case from == nil:
+		case from.FieldRef != nil && from.FieldRef.FieldPath == "metadata.namespace":
+			v = "argocd"
+		case from.ResourceFieldRef != nil && from.ResourceFieldRef.Divisor.IsZero():
+			// The kubelet writes the container's resource in bytes (divisor 1).
+			var q resource.Quantity
+			switch from.ResourceFieldRef.Resource {
+			case "limits.memory":
+				q = c.Resources.Limits[corev1.ResourceMemory]
+			case "requests.memory":
+				q = c.Resources.Requests[corev1.ResourceMemory]
+			default:
+				t.Fatalf("env %s: resource %s is not known here", e.Name, from.ResourceFieldRef.Resource)
+			}
+			v = strconv.FormatInt(q.Value(), 10)
+		default:
+			t.Fatalf("env %s: only values, the namespace and memory resources are known here", e.Name)
+		}
+		env = append(env, e.Name+"="+v)
+		if e.Name == "IMAGE_RESOLVER_SOCKET" {
+			socket = v
+		}
+	}
+	// Read-only root: the image's directories lose their write bits (uid 999 owns its
+	// home), before the volumes are mounted over them.
+	if sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem {
+		err := filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
+			if err != nil || !de.IsDir() || p == filepath.Join(root, "dev") {
+				return err
+			}
+			info, err := de.Info()
+			if err != nil {
+				return err
+			}
+			return os.Chmod(p, info.Mode()&^0o222)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range c.VolumeMounts {
+		v, ok := volumes[m.Name]
+		if !ok {
+			t.Fatalf("volume mount %s names no volume", m.Name)
+		}
+		p := filepath.Join(root, filepath.FromSlash(m.MountPath))
+		switch {
+		case v.EmptyDir != nil:
+			// The kubelet makes an emptyDir 0777, root's, without the sticky bit.
+			if err := os.RemoveAll(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(p, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			if m.MountPath == "/var/run/argocd" {
+				copyFile(t, cmpServer, filepath.Join(p, "argocd-cmp-server"), 0o755)
+			}
+		case v.ConfigMap != nil && m.SubPath == "plugin.yaml":
+			// The plugin ConfigMap holds the repository's plugin.yaml.
+			mkdirAllRoot(t, filepath.Dir(p))
+			copyFile(t, filepath.Join("..", "..", "plugin.yaml"), p, 0o644)
+		case v.Projected != nil && m.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount":
+			// No cluster here: without a token the refresh loop is off, as documented.
+		default:
+			t.Fatalf("volume mount %s at %s: teach this test what the kubelet puts there", m.Name, m.MountPath)
+		}
+	}
+	return pod{argv: argv, userspec: fmt.Sprintf("%d:%d", uid, gid), env: env, socket: socket}
+}
+
+// passwdGID is the group of uid in root's /etc/passwd.
+func passwdGID(t *testing.T, root string, uid int64) int64 {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "etc", "passwd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) >= 4 && f[2] == fmt.Sprint(uid) {
+			gid, err := strconv.ParseInt(f[3], 10, 64)
+			if err != nil {
+				t.Fatalf("/etc/passwd: %q", line)
+			}
+			return gid
+		}
+	}
+	t.Fatalf("the image's /etc/passwd has no uid %d", uid)
+	return 0
+}
+
+func mkdirAllRoot(t *testing.T, dir string) {
+	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "argocd-cmp-server"), bin, 0o755); err != nil {
+}
+
+func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(to, mode); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -387,14 +566,14 @@ func httpStatus(t *testing.T, url string) int {
 	return resp.StatusCode
 }
 
-// waitUntil polls cond until it holds, failing after timeout or if the process ends.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool, exited <-chan error) {
+// waitUntil polls cond until it holds, failing after timeout or once exited is closed.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool, exited <-chan struct{}) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		select {
-		case err := <-exited:
-			t.Fatalf("the sidecar exited (%v) before %s", err, what)
+		case <-exited:
+			t.Fatalf("the sidecar exited before %s", what)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
