@@ -18,7 +18,10 @@ import (
 
 // Daemon defaults.
 const (
-	DefaultSocket      = "/tmp/argocd-image-resolver.sock"
+	// DefaultSocket is in a directory of its own, which the daemon creates with mode
+	// 0700: in a pod /tmp is an emptyDir (mode 0777, no sticky bit), where the
+	// daemon refuses a socket others could replace.
+	DefaultSocket      = "/tmp/image-resolver/daemon.sock"
 	DefaultMetricsAddr = ":8090"
 	// SocketEnv names the socket for the daemon and for generate.
 	SocketEnv = "IMAGE_RESOLVER_SOCKET"
@@ -265,7 +268,7 @@ func formatDuration(d time.Duration) string {
 
 // ExampleFile is a configuration file with every key at its default, and examples
 // of rate limits and registries.
-const ExampleFile = `socket: /tmp/argocd-image-resolver.sock
+const ExampleFile = `socket: /tmp/image-resolver/daemon.sock
 metricsAddr: ":8090"
 tagTTL: 2m
 headTTL: 1h

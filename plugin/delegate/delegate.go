@@ -26,8 +26,11 @@ const Path = "/v1/generate"
 
 // SocketEnv names the daemon's socket; DefaultSocket is used when it is unset.
 const (
-	SocketEnv     = "IMAGE_RESOLVER_SOCKET"
-	DefaultSocket = "/tmp/argocd-image-resolver.sock"
+	SocketEnv = "IMAGE_RESOLVER_SOCKET"
+	// DefaultSocket is in a directory of its own, which the daemon creates with mode
+	// 0700: in a pod /tmp is an emptyDir (mode 0777, no sticky bit), where the
+	// daemon refuses a socket others could replace.
+	DefaultSocket = "/tmp/image-resolver/daemon.sock"
 )
 
 // TimeoutEnv names the deadline of a whole delegated render (a Go duration such as
