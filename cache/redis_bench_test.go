@@ -17,7 +17,8 @@ import (
 // multi-arch tags, newest-build among the policies) spread over 1 or 3 cold
 // daemons, with and without the Redis tier (a real redis-server, emptied before
 // each round), against a registry answering in 2ms. It reports the registry
-// requests and tag lists one round costs the installation, and the resolution
+// requests, tag lists and pings (GET /v2/, per daemon and repository) one round
+// costs the installation, and the resolution
 // latency of an app (mean and 95th percentile). "restart" is 3 daemons with empty
 // memory over a Redis that holds the view (replicas restarted).
 func BenchmarkRedisTier(b *testing.B) {
@@ -40,7 +41,7 @@ func BenchmarkRedisTier(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var lat []time.Duration
-			var requests, lists int
+			var requests, lists, pings int
 			for b.Loop() {
 				b.StopTimer()
 				rs.Flush(b)
@@ -58,6 +59,7 @@ func BenchmarkRedisTier(b *testing.B) {
 				b.StopTimer()
 				requests += s.Total()
 				lists += s.Count(rt.Tags)
+				pings += s.Count(rt.Ping)
 				for _, f := range fs {
 					f.reg.Close()
 				}
@@ -70,6 +72,7 @@ func BenchmarkRedisTier(b *testing.B) {
 			}
 			b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
 			b.ReportMetric(float64(lists)/float64(b.N), "lists/op")
+			b.ReportMetric(float64(pings)/float64(b.N), "pings/op")
 			b.ReportMetric(float64(sum.Milliseconds())/float64(len(lat)), "ms/app")
 			b.ReportMetric(float64(lat[len(lat)*95/100].Milliseconds()), "p95-ms/app")
 		})
