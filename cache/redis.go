@@ -113,7 +113,24 @@ type Redis struct {
 
 	ctx    context.Context // cancelled by Close: probes and lease renewals
 	cancel context.CancelFunc
+	gmu    sync.Mutex // guards closed and wg.Add against Close's wg.Wait
+	closed bool
 	wg     sync.WaitGroup
+}
+
+// goBackground runs f in a goroutine Close waits for; false once closed.
+func (r *Redis) goBackground(f func()) bool {
+	r.gmu.Lock()
+	defer r.gmu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // NewRedis connects to the shared tier and records into m (nil: metrics of its
@@ -208,9 +225,7 @@ func NewRedis(o RedisOptions, m *Metrics) (*Redis, error) {
 func (r *Redis) listen() {
 	r.ps = r.c.Subscribe(r.ctx, r.channel)
 	ch := r.ps.Channel(redis.WithChannelSize(1024))
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
+	r.goBackground(func() {
 		for {
 			select {
 			case <-r.ctx.Done():
@@ -222,7 +237,7 @@ func (r *Redis) listen() {
 				r.wake(msg.Payload)
 			}
 		}
-	}()
+	})
 }
 
 // wait registers for the notice of key; done unregisters.
@@ -262,6 +277,9 @@ func (r *Redis) Close() error {
 	if r == nil {
 		return nil
 	}
+	r.gmu.Lock()
+	r.closed = true
+	r.gmu.Unlock()
 	r.cancel()
 	if r.ps != nil {
 		_ = r.ps.Close()
@@ -309,9 +327,7 @@ func (r *Redis) startProbe() {
 	if !r.probing.CompareAndSwap(false, true) {
 		return
 	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
+	started := r.goBackground(func() {
 		defer r.probing.Store(false)
 		t := time.NewTicker(r.o.RetryInterval)
 		defer t.Stop()
@@ -329,7 +345,10 @@ func (r *Redis) startProbe() {
 			r.log.Info("redis available again: sharing the registry view")
 			return
 		}
-	}()
+	})
+	if !started {
+		r.probing.Store(false)
+	}
 }
 
 // redisLogOnce routes go-redis's own log (one line per failed dial, process-wide)
@@ -447,9 +466,7 @@ func (r *Redis) release(ctx context.Context, lease, token, key string) {
 // outlives a slow fetch but not a dead holder.
 func (r *Redis) keepLease(lease, token string) (stop func()) {
 	done := make(chan struct{})
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
+	r.goBackground(func() {
 		t := time.NewTicker(r.o.LeaseTTL / 3)
 		defer t.Stop()
 		for {
@@ -469,7 +486,7 @@ func (r *Redis) keepLease(lease, token string) (stop func()) {
 				r.failed(r.ctx, redisOpLease, err)
 			}
 		}
-	}()
+	})
 	var once sync.Once
 	return func() { once.Do(func() { close(done) }) }
 }
