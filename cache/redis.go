@@ -101,8 +101,7 @@ type Redis struct {
 	m   *redisMetrics
 	log *slog.Logger
 
-	up      atomic.Bool
-	probing atomic.Bool
+	up atomic.Bool
 
 	// Waiters for a key another daemon fetches, woken by its notice on the
 	// channel (the holder publishes the key after writing or releasing it).
@@ -210,13 +209,13 @@ func NewRedis(o RedisOptions, m *Metrics) (*Redis, error) {
 		r.m.errors.WithLabelValues(redisOpPing).Inc()
 		r.m.up.Set(0)
 		log.Warn("redis unavailable: resolving from memory and registries until it answers", "err", redisErrText(err))
-		r.startProbe()
 	} else {
 		r.up.Store(true)
 		r.m.up.Set(1)
 		log.Info("redis shared tier connected", "keyPrefix", o.KeyPrefix)
 	}
 	r.listen()
+	r.monitor()
 	return r, nil
 }
 
@@ -317,38 +316,39 @@ func (r *Redis) failed(ctx context.Context, op string, err error) {
 	if r.up.CompareAndSwap(true, false) {
 		r.m.up.Set(0)
 		r.log.Warn("redis unavailable: resolving from memory and registries until it answers", "op", op, "err", redisErrText(err))
-		r.startProbe()
 	}
 }
 
-// startProbe pings Redis every RetryInterval until it answers, then closes the
-// circuit.
-func (r *Redis) startProbe() {
-	if !r.probing.CompareAndSwap(false, true) {
-		return
-	}
-	started := r.goBackground(func() {
-		defer r.probing.Store(false)
+// monitor probes Redis: every RetryInterval while it is out of use, to bring it
+// back as soon as it answers; every 10 RetryIntervals while in use, so that an
+// idle daemon too reports a Redis that went away.
+func (r *Redis) monitor() {
+	r.goBackground(func() {
 		t := time.NewTicker(r.o.RetryInterval)
 		defer t.Stop()
-		for {
+		for n := 1; ; n++ {
 			select {
 			case <-r.ctx.Done():
 				return
 			case <-t.C:
 			}
+			if r.up.Load() {
+				if n%10 == 0 {
+					if err := r.ping(); err != nil {
+						r.failed(r.ctx, redisOpPing, err)
+					}
+				}
+				continue
+			}
 			if err := r.ping(); err != nil {
 				continue
 			}
-			r.up.Store(true)
-			r.m.up.Set(1)
-			r.log.Info("redis available again: sharing the registry view")
-			return
+			if r.up.CompareAndSwap(false, true) {
+				r.m.up.Set(1)
+				r.log.Info("redis available again: sharing the registry view")
+			}
 		}
 	})
-	if !started {
-		r.probing.Store(false)
-	}
 }
 
 // redisLogOnce routes go-redis's own log (one line per failed dial, process-wide)

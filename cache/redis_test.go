@@ -573,3 +573,27 @@ func TestRedisStaleIfErrorStaysWithMemory(t *testing.T) {
 		t.Errorf("a new daemon answered %+v with the registry failing and nothing fresh anywhere", a.Result)
 	}
 }
+
+func TestRedisIdleDaemonNoticesRedisGoneAndBack(t *testing.T) {
+	rs := redistest.Start(t)
+	s := rt.New(t)
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logs.Write(p) }), nil))
+	f := newSharedFixture(t, s, rs.Addr, RedisOptions{RetryInterval: 30 * time.Millisecond, Logger: log})
+	if redisCount(f, "up", "") != 1 {
+		t.Fatal("redis not up at start")
+	}
+	rs.Stop()
+	waitFor(t, "an idle daemon sees redis gone", func() bool { return redisCount(f, "up", "") == 0 })
+	rs.Restart()
+	waitFor(t, "an idle daemon sees redis back", func() bool { return redisCount(f, "up", "") == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(logs.String(), "redis unavailable"); n != 1 {
+		t.Errorf("%d lines saying redis is unavailable, want 1:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), "redis available again"); n != 1 {
+		t.Errorf("%d lines saying redis is back, want 1:\n%s", n, logs.String())
+	}
+}
