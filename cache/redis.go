@@ -380,14 +380,14 @@ func (r *Redis) leaseKey(layer, key string) string {
 
 // lookupScript returns a value with its remaining TTL (PTTL) and, when the value
 // is absent (or ARGV[3] is "1": the caller will not take the value there is),
-// tries to take the fetch lease: {value or "", pttl, 1 if the lease was taken}.
-// ARGV[2] "0" takes no lease.
+// tries to take the fetch lease (token ARGV[1], TTL ARGV[2] ms): {value or "",
+// pttl, 1 if the lease was taken}.
 var lookupScript = redis.NewScript(`
 local v = redis.call("GET", KEYS[1])
 local ttl = -2
 if v then ttl = redis.call("PTTL", KEYS[1]) end
 local got = 0
-if ARGV[2] ~= "0" and (not v or ARGV[3] == "1") then
+if not v or ARGV[3] == "1" then
   if redis.call("SET", KEYS[2], ARGV[1], "NX", "PX", ARGV[2]) then got = 1 end
 end
 return {v or "", ttl, got}`)
@@ -412,16 +412,13 @@ return 1`)
 // renewScript extends a lease only if the caller still holds it.
 var renewScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) end return 0`)
 
-// lookup reads key's value and its remaining TTL (nil when absent) and, with
-// lease set, tries to take the key's fetch lease when there is no value, or
-// whatever there is with force. It returns the token of a lease taken, else "".
-func (r *Redis) lookup(ctx context.Context, key, lease string, tryLease, force bool) ([]byte, time.Duration, string, error) {
-	token, ttlArg, forceArg := "", "0", "0"
-	if tryLease {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		token, ttlArg = hex.EncodeToString(b[:]), strconv.FormatInt(r.o.LeaseTTL.Milliseconds(), 10)
-	}
+// lookup reads key's value and its remaining TTL (nil when absent) and tries to
+// take the key's fetch lease when there is no value, or whatever there is with
+// force. It returns the token of a lease taken, else "".
+func (r *Redis) lookup(ctx context.Context, key, lease string, force bool) ([]byte, time.Duration, string, error) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	token, ttlArg, forceArg := hex.EncodeToString(b[:]), strconv.FormatInt(r.o.LeaseTTL.Milliseconds(), 10), "0"
 	if force {
 		forceArg = "1"
 	}
@@ -508,7 +505,7 @@ func sharedFill[V any](ctx context.Context, rd *Redis, layer, key string, ttl ti
 	var bad []byte // a malformed value already counted
 	force := false // Redis holds a value this fetch does not take
 	for rd.Up() {
-		raw, pttl, tok, err := rd.lookup(ctx, vkey, lkey, true, force)
+		raw, pttl, tok, err := rd.lookup(ctx, vkey, lkey, force)
 		if err != nil {
 			break
 		}
