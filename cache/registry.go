@@ -52,7 +52,9 @@ const (
 //   - when a fetch fails with a registry error (5xx, 429, 401/403, network), an
 //     expired entry is served for up to the stale-if-error bound past its TTL, and
 //     resolve.ReportStale flags the resolution; a 404 or other definitive answer, or
-//     no entry, returns the registry's error.
+//     no entry, returns the registry's error;
+//   - with WithRedis, what memory misses is asked of Redis before the registry, and
+//     what is fetched is written there, so several daemons share one view (Redis).
 //
 // Fetches run detached from the caller's context (bounded by the fetch timeout), so
 // a render that gives up does not abort a fetch other renders share; the caller
