@@ -29,16 +29,18 @@ import (
 //     by digest (not refreshed on read: a digest still in use is fetched again by one
 //     daemon when it expires);
 //   - a fetch of one key is taken by one daemon of the installation: a lease (SET NX
-//     PX, kept alive while its holder fetches) that the others wait on, polling, then
-//     read what the holder wrote; a holder that dies stops renewing, its lease expires
-//     and a waiter takes it;
+//     PX, kept alive while its holder fetches) that the others wait on, woken by the
+//     holder's notice on a pub/sub channel (or polling, should a notice be lost),
+//     then read what the holder wrote; a holder that dies stops renewing, its lease
+//     expires and a waiter takes it;
 //   - values carry a format version, their layer and (for TTL layers) the TTL they
 //     were written with, compressed with zstd; a value that does not decode, has the
 //     wrong shape or (content) bytes whose sha256 is not the digest it is stored
 //     under is ignored, counted and fetched again;
 //   - Redis down, slow or flushed: the daemon resolves from memory and registries; a
 //     failed command opens a circuit (one log line, the up gauge at 0), no command is
-//     sent while it is open, and a probe every RetryInterval closes it again.
+//     sent while it is open, and a probe every RetryInterval closes it again (a
+//     health check every 10 RetryIntervals opens it for an idle daemon).
 //
 // Stale-if-error stays the memory layer's decision: Redis only holds fresh answers.
 
