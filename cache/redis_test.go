@@ -597,3 +597,42 @@ func TestRedisIdleDaemonNoticesRedisGoneAndBack(t *testing.T) {
 		t.Errorf("%d lines saying redis is back, want 1:\n%s", n, logs.String())
 	}
 }
+
+func TestRedisRefreshAheadOncePerInstallation(t *testing.T) {
+	rs := redistest.Start(t)
+	s := rt.New(t)
+	pushTags(t, s, "app", "linux/amd64", "1.0.0")
+	s.SetLatency(20 * time.Millisecond) // the three refreshes overlap
+	opts := []Option{WithTagTTL(time.Second), WithRefreshAhead(0.5)}
+	fs := []*fixture{newSharedFixture(t, s, rs.Addr, RedisOptions{}, opts...),
+		newSharedFixture(t, s, rs.Addr, RedisOptions{}, opts...), newSharedFixture(t, s, rs.Addr, RedisOptions{}, opts...)}
+	repo := mustRepo(t, s.Ref("app"))
+	for _, f := range fs {
+		if _, err := f.reg.ListTags(context.Background(), repo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(600 * time.Millisecond) // into the last half of the TTL, for all three
+	for _, f := range fs {
+		if _, err := f.reg.ListTags(context.Background(), repo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range fs {
+		f.waitIdle()
+	}
+	if got := s.Count(rt.Tags); got != 2 {
+		t.Errorf("%d tag lists, want 2: the first, and one refresh-ahead for the three daemons", got)
+	}
+	var refreshed float64
+	for _, f := range fs {
+		refreshed += countOf(f.m, "refresh", LayerTags, "ok")
+		e := f.reg.tags.lookup(resolve.RepoKey(repo))
+		if age := time.Since(e.fetched); age > 400*time.Millisecond {
+			t.Errorf("entry %v old after the refresh", age)
+		}
+	}
+	if refreshed != 3 {
+		t.Errorf("%v refresh-aheads, want one per daemon (two of them answered by redis)", refreshed)
+	}
+}

@@ -149,8 +149,12 @@ func (l *ttlLayer[V]) fetch(ctx context.Context, key string, old *entry[V], fetc
 		return v, l.r.now(), err
 	}
 	now := l.r.now()
+	// A value younger than ours by a twentieth of the TTL comes from another
+	// fetch; a smaller difference is the same fetch seen through Redis (its write
+	// came a moment after the fetch, its TTL is counted in milliseconds).
+	slack := l.ttl / 20
 	accept := func(age time.Duration) bool {
-		return age < l.ttl && (old == nil || age < now.Sub(old.fetched))
+		return age < l.ttl && (old == nil || age < now.Sub(old.fetched)-slack)
 	}
 	v, age, err := sharedFill(ctx, rd, l.name, key, l.ttl, l.codec, accept, func(ctx context.Context) (V, error) { return fetch(ctx, old) })
 	if age == 0 {
