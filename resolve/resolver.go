@@ -91,6 +91,12 @@ type Resolver struct {
 	concurrency int
 	authorizers []Authorizer
 	observers   []Observer
+
+	// slots bounds the tags inspected at once per registry host across every
+	// resolution of this Resolver (concurrency each): 500 cold resolutions at once
+	// hold 64 goroutines per registry, not 500 x 64.
+	slotsMu sync.Mutex
+	slots   map[string]chan struct{}
 }
 
 // Observer is told of every request ResolveBatch or ResolveRequest answered, with
@@ -126,17 +132,18 @@ func WithAuthorizer(a Authorizer) ResolverOption {
 // ResolverOption configures a Resolver.
 type ResolverOption func(*Resolver)
 
-// WithConcurrency bounds how many tags are inspected at once (default 8). It bounds
-// goroutines, not requests: give it the registry's concurrency bound (the daemon
-// and generate do, from registryConcurrency), so that the governor of requests in
-// flight (cache.Limiter) is the one that decides.
+// WithConcurrency bounds how many tags are inspected at once per registry host,
+// across all resolutions of the Resolver (default 8). It bounds goroutines, not
+// requests: give it the registry's concurrency bound (the daemon and generate do,
+// from registryConcurrency), so that the governor of requests in flight
+// (cache.Limiter) is the one that decides.
 func WithConcurrency(n int) ResolverOption {
 	return func(r *Resolver) { r.concurrency = max(n, 1) }
 }
 
 // NewResolver returns a Resolver reading from reg.
 func NewResolver(reg Registry, opts ...ResolverOption) *Resolver {
-	r := &Resolver{reg: reg, concurrency: 8}
+	r := &Resolver{reg: reg, concurrency: 8, slots: map[string]chan struct{}{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -211,9 +218,16 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 	var infoMu sync.Mutex
 	meta := func(ctx context.Context, tags []string) (map[string]*TagInfo, error) {
 		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(r.concurrency)
+		slots := r.inspectSlots(repo.RegistryStr())
+	loop:
 		for _, t := range tags {
+			select {
+			case slots <- struct{}{}:
+			case <-gctx.Done():
+				break loop // an inspection failed, or the caller left
+			}
 			g.Go(func() error {
+				defer func() { <-slots }()
 				info, err := inspect(gctx, r.reg, repo, t, true, p.platforms)
 				if err != nil {
 					return err
@@ -226,6 +240,9 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 		}
 		if err := g.Wait(); err != nil {
 			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err // never order from part of the candidates
 		}
 		return infos, nil
 	}
@@ -290,6 +307,18 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 	return nil, &NoTagError{Image: res.Image, Result: res,
 		Reason: fmt.Sprintf("none of %d candidates has every required platform (%s): %s",
 			len(ordered), joinPlatforms(p.platforms), strings.Join(has, "; "))}
+}
+
+// inspectSlots is the bound of tags inspected at once on a registry host.
+func (r *Resolver) inspectSlots(host string) chan struct{} {
+	r.slotsMu.Lock()
+	defer r.slotsMu.Unlock()
+	c, ok := r.slots[host]
+	if !ok {
+		c = make(chan struct{}, r.concurrency)
+		r.slots[host] = c
+	}
+	return c
 }
 
 // confirmDigest fetches the manifest by the digest a HEAD claimed and checks that

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -435,5 +437,54 @@ func TestParseRegistriesErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "f.yaml") {
 			t.Errorf("ParseRegistries(%q) = %v, want an error naming f.yaml and %q", tt.yaml, err, tt.want)
 		}
+	}
+}
+
+// peakRegistry is a Registry that records how many Manifest reads are in flight at
+// once, in front of the real client.
+type peakRegistry struct {
+	resolve.Registry
+	mu        sync.Mutex
+	now, peak int
+}
+
+func (p *peakRegistry) Manifest(ctx context.Context, repo name.Repository, ref string) (*resolve.Manifest, error) {
+	p.mu.Lock()
+	p.now++
+	p.peak = max(p.peak, p.now)
+	p.mu.Unlock()
+	defer func() { p.mu.Lock(); p.now--; p.mu.Unlock() }()
+	return p.Registry.Manifest(ctx, repo, ref)
+}
+
+// Many cold newest-build resolutions at once inspect at most the concurrency bound
+// of tags on one registry in all, not the bound each (the daemon's memory under many
+// renders), and each still gets its answer.
+func TestInspectionBoundSharedAcrossResolutions(t *testing.T) {
+	s := rt.New(t)
+	for _, repo := range []string{"a", "b", "c", "d"} {
+		for i := range 12 {
+			s.Push(t, repo, fmt.Sprintf("build-%d", i), rt.Image(day(i), "linux/amd64", rt.WithSeed(repo+strconv.Itoa(i))))
+		}
+	}
+	s.SetLatency(5 * time.Millisecond)
+	remote, err := resolve.NewRemote(resolve.WithRetry(fastRetry), resolve.WithKeychain(authn.NewMultiKeychain()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := &peakRegistry{Registry: remote}
+	r := resolve.NewResolver(peak, resolve.WithConcurrency(3))
+	var wg sync.WaitGroup
+	for _, repo := range []string{"a", "b", "c", "d"} {
+		wg.Go(func() {
+			res, err := resolveIn(t, r, s, repo, resolve.PolicySpec{Strategy: "newest-build"})
+			if err != nil || res.Tag != "build-11" {
+				t.Errorf("%s: %+v, %v; want build-11", repo, res, err)
+			}
+		})
+	}
+	wg.Wait()
+	if peak.peak > 3 {
+		t.Errorf("%d manifests read at once by 4 resolutions with a bound of 3; want at most 3", peak.peak)
 	}
 }
