@@ -21,9 +21,12 @@ type RetryPolicy struct {
 	MaxWait time.Duration
 }
 
-// DefaultRetryPolicy retries three times, starting at 500ms, never waiting more than
-// 30s at once.
-var DefaultRetryPolicy = RetryPolicy{Attempts: 4, Backoff: 500 * time.Millisecond, MaxWait: 30 * time.Second}
+// DefaultRetryPolicy retries three times, after 200ms, 400ms and 800ms (or the
+// registry's Retry-After), never waiting more than 30s at once. The first wait is
+// short because a lone 5xx (a replica restarting) usually passes at once; a
+// registry that keeps failing is backed off by the concurrency governor, which
+// halves the requests in flight (cache.Limiter), and by Retry-After.
+var DefaultRetryPolicy = RetryPolicy{Attempts: 4, Backoff: 200 * time.Millisecond, MaxWait: 30 * time.Second}
 
 // retryTransport retries requests the registry answered with 429 or a 5xx, waiting
 // for Retry-After when given. It sits below authentication, so token and ping
