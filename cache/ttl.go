@@ -103,6 +103,9 @@ func (l *ttlLayer[V]) fill(ctx context.Context, key, repoKey string, fetch fetch
 		}
 		fctx, cancel := l.r.fetchContext(repoKey)
 		defer cancel()
+		// The leader's tag page observer (a newest-build reading metadata as pages
+		// come) follows the detached fetch.
+		fctx = resolve.CarryTagPages(ctx, fctx)
 		if old != nil && l.r.o.staleFor > 0 {
 			// An expired entry can answer if the registry fails: a render serves it at
 			// once rather than waiting out retries (refresh-ahead still retries).

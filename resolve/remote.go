@@ -439,6 +439,9 @@ func (r *Remote) listPages(ctx context.Context, p *remote.Puller, written, ep na
 			return nil, limitErr("tags", int64(r.o.maxTags), "")
 		}
 		tags = append(tags, page.Tags...)
+		if f := tagPagesOf(ctx); f != nil {
+			f(page.Tags) // a resolution may start reading metadata before the last page
+		}
 		if page.Next == "" {
 			break
 		}

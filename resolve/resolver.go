@@ -12,7 +12,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
-	"golang.org/x/sync/errgroup"
 )
 
 // Result is a resolution: the tag chosen and why.
@@ -193,13 +192,20 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 		res.Image = repo.String()
 	}
 
+	in := r.newInspector(ctx, repo, p)
+	defer in.stop()
 	var tags []string
 	if p.strategy == Digest {
 		// Only one tag can win: no need to list the repository.
 		tags = []string{p.constraint}
 	} else {
+		lctx := ctx
+		if p.strategy == NewestBuild {
+			// Every candidate's metadata is needed: start reading it as pages come.
+			lctx = withTagPages(ctx, in.page)
+		}
 		var err error
-		if tags, err = r.reg.ListTags(ctx, repo); err != nil {
+		if tags, err = r.reg.ListTags(lctx, repo); err != nil {
 			return nil, err
 		}
 		tags = skipInvalidTags(res, tags)
@@ -214,40 +220,7 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 		}
 	}
 
-	infos := map[string]*TagInfo{}
-	var infoMu sync.Mutex
-	meta := func(ctx context.Context, tags []string) (map[string]*TagInfo, error) {
-		g, gctx := errgroup.WithContext(ctx)
-		slots := r.inspectSlots(repo.RegistryStr())
-	loop:
-		for _, t := range tags {
-			select {
-			case slots <- struct{}{}:
-			case <-gctx.Done():
-				break loop // an inspection failed, or the caller left
-			}
-			g.Go(func() error {
-				defer func() { <-slots }()
-				info, err := inspect(gctx, r.reg, repo, t, true, p.platforms)
-				if err != nil {
-					return err
-				}
-				infoMu.Lock()
-				infos[t] = info
-				infoMu.Unlock()
-				return nil
-			})
-		}
-		if err := g.Wait(); err != nil {
-			return nil, err
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err // never order from part of the candidates
-		}
-		return infos, nil
-	}
-
-	ordered, rejected, err := p.order.order(ctx, allowed, meta)
+	ordered, rejected, err := p.order.order(ctx, allowed, in.meta)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +231,7 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 	}
 
 	for _, t := range ordered {
-		info := infos[t]
+		info := in.info(t)
 		if info == nil && len(p.platforms) > 0 {
 			if info, err = inspect(ctx, r.reg, repo, t, false, p.platforms); err != nil {
 				return nil, r.digestTagMissing(p, res, err)

@@ -1,0 +1,130 @@
+package resolve
+
+import (
+	"context"
+	"sync"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"golang.org/x/sync/errgroup"
+)
+
+// inspector reads the metadata (platforms, creation time) of a resolution's tags,
+// at most the Resolver's bound at once per registry host. A strategy that needs
+// every candidate's metadata (newest-build) starts it page by page while the tag list
+// is still being read, so a cold resolution does not wait for the last page before
+// its first manifest read.
+type inspector struct {
+	r     *Resolver
+	repo  name.Repository
+	p     *Policy
+	ctx   context.Context
+	stop  context.CancelFunc
+	g     *errgroup.Group
+	slots chan struct{}
+
+	mu      sync.Mutex
+	started map[string]bool
+	infos   map[string]*TagInfo
+	pages   sync.WaitGroup // page starts in progress
+}
+
+func (r *Resolver) newInspector(ctx context.Context, repo name.Repository, p *Policy) *inspector {
+	ctx, stop := context.WithCancel(ctx)
+	g, gctx := errgroup.WithContext(ctx)
+	return &inspector{r: r, repo: repo, p: p, ctx: gctx, stop: stop, g: g,
+		slots: r.inspectSlots(repo.RegistryStr()), started: map[string]bool{}, infos: map[string]*TagInfo{}}
+}
+
+// page starts, in the background, the inspection of a listed page's tags that the
+// policy allows (a tagPages observer).
+func (in *inspector) page(tags []string) {
+	var allowed []string
+	for _, t := range tags {
+		if ociTagOK(t) {
+			if ok, _ := in.p.allowed(t); ok {
+				allowed = append(allowed, t)
+			}
+		}
+	}
+	in.pages.Add(1)
+	go func() {
+		defer in.pages.Done()
+		in.start(allowed)
+	}()
+}
+
+// start inspects the tags not started yet, each as soon as it has a slot; it
+// returns when each has one, or the inspection stopped.
+func (in *inspector) start(tags []string) {
+	for _, t := range tags {
+		in.mu.Lock()
+		seen := in.started[t]
+		in.started[t] = true
+		in.mu.Unlock()
+		if seen {
+			continue
+		}
+		select {
+		case in.slots <- struct{}{}:
+		case <-in.ctx.Done():
+			return // an inspection failed, or the caller left
+		}
+		in.g.Go(func() error {
+			defer func() { <-in.slots }()
+			info, err := inspect(in.ctx, in.r.reg, in.repo, t, true, in.p.platforms)
+			if err != nil {
+				return err
+			}
+			in.mu.Lock()
+			in.infos[t] = info
+			in.mu.Unlock()
+			return nil
+		})
+	}
+}
+
+// meta is the strategies' metaFunc: every tag inspected (those started while the
+// list was read are not read again), or the first error. It never answers from
+// part of the tags. Call it once.
+func (in *inspector) meta(ctx context.Context, tags []string) (map[string]*TagInfo, error) {
+	in.start(tags)
+	in.pages.Wait()
+	if err := in.g.Wait(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return in.infos, nil
+}
+
+// info is what was learnt of tag, nil if it was not inspected.
+func (in *inspector) info(tag string) *TagInfo {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.infos[tag]
+}
+
+// tagPagesKey carries a tag list page observer in a context.
+type tagPagesKey struct{}
+
+// withTagPages returns ctx with f, which Remote.ListTags calls with each page of a
+// tag list as it reads it.
+func withTagPages(ctx context.Context, f func([]string)) context.Context {
+	return context.WithValue(ctx, tagPagesKey{}, f)
+}
+
+func tagPagesOf(ctx context.Context) func([]string) {
+	f, _ := ctx.Value(tagPagesKey{}).(func([]string))
+	return f
+}
+
+// CarryTagPages returns to with from's tag page observer, if it has one: for a
+// cache that lists a repository in a context of its own (detached from its callers),
+// so that the caller that started the listing still sees its pages as they come.
+func CarryTagPages(from, to context.Context) context.Context {
+	if f := tagPagesOf(from); f != nil {
+		return withTagPages(to, f)
+	}
+	return to
+}
