@@ -62,7 +62,7 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		Registry:     reg,
 		CacheHits:    f("cache_hits_total", "Cache lookups answered by a fresh entry.", "layer"),
-		CacheMisses:  f("cache_misses_total", "Cache lookups that went to the registry (absent or expired entry).", "layer"),
+		CacheMisses:  f("cache_misses_total", "Cache lookups not answered from memory (absent or expired entry): read from Redis when the daemons share it (cache_redis_hits_total), else fetched from the registry.", "layer"),
 		CacheStale:   f("cache_stale_serves_total", "Expired entries served because the registry failed (stale-if-error).", "layer"),
 		Evictions:    f("cache_evictions_total", "Entries evicted from the size-bounded caches.", "layer"),
 		RefreshAhead: f("refresh_ahead_total", "Background refreshes of entries in use before they expire, by result (ok, error).", "layer", "result"),
