@@ -129,7 +129,7 @@ var tagsCodec = valueCodec[[]string]{
 var headCodec = valueCodec[headVal]{
 	layer: 'h',
 	payload: func(_ string, h headVal) ([]byte, bool) {
-		return fmt.Appendf(nil, "%s\n%s\n%d", h.digest, h.mediaType, h.size), true
+		return fmt.Appendf(nil, "%s\n%s\n%d", h.digest(), h.mediaType, h.size), true
 	},
 	parse: func(_ string, p []byte) (headVal, error) {
 		parts := strings.Split(string(p), "\n")

@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -221,16 +222,35 @@ func (r *Registry) ListTags(ctx context.Context, repo name.Repository) ([]string
 	return slices.Clone(tags), nil
 }
 
-// headVal is a compact descriptor: what the resolver needs of a tag's HEAD.
+// headVal is a compact descriptor: what the resolver needs of a tag's HEAD. There
+// is one per tag (100,000 in a large view), so a sha256 digest is kept as its 32
+// bytes rather than as 71 characters of text.
 type headVal struct {
-	digest    v1.Hash
+	sha256    [32]byte
+	other     *v1.Hash // a digest of another algorithm, or in a non-canonical spelling
 	mediaType types.MediaType
 	size      int64
 }
 
 func newHeadVal(d v1.Hash, mt types.MediaType, size int64) headVal {
 	// Media types come from response headers, one allocation each: share them.
-	return headVal{digest: d, mediaType: types.MediaType(unique.Make(string(mt)).Value()), size: size}
+	hv := headVal{mediaType: types.MediaType(unique.Make(string(mt)).Value()), size: size}
+	if d.Algorithm == "sha256" {
+		if b, err := hex.DecodeString(d.Hex); err == nil && len(b) == 32 && hex.EncodeToString(b) == d.Hex {
+			copy(hv.sha256[:], b)
+			return hv
+		}
+	}
+	hv.other = &d
+	return hv
+}
+
+// digest is the digest as the registry gave it.
+func (h headVal) digest() v1.Hash {
+	if h.other != nil {
+		return *h.other
+	}
+	return v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.sha256[:])}
 }
 
 // Head returns the descriptor a tag points at from the cache, asking the registry
@@ -247,7 +267,7 @@ func (r *Registry) Head(ctx context.Context, repo name.Repository, tag string) (
 	if err != nil {
 		return v1.Descriptor{}, err
 	}
-	return v1.Descriptor{Digest: hv.digest, MediaType: hv.mediaType, Size: hv.size}, nil
+	return v1.Descriptor{Digest: hv.digest(), MediaType: hv.mediaType, Size: hv.size}, nil
 }
 
 // Manifest returns the manifest a tag or digest points at. For a tag: the cached
@@ -283,11 +303,11 @@ func (r *Registry) Manifest(ctx context.Context, repo name.Repository, ref strin
 	if err != nil {
 		return nil, err
 	}
-	if got != nil && got.Digest == hv.digest {
+	if got != nil && got.Digest == hv.digest() {
 		r.m.CacheMisses.WithLabelValues(LayerManifest).Inc()
 		return got, nil
 	}
-	return r.manifestByDigest(ctx, repo, hv.digest)
+	return r.manifestByDigest(ctx, repo, hv.digest())
 }
 
 // storeManifest keeps a manifest read by tag under its digest, here and in Redis.

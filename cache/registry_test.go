@@ -11,6 +11,7 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // seedShared pushes 5 repositories: multi-arch indexes and single-platform images.
@@ -356,5 +357,22 @@ func TestRegistryWithoutHeadGetsOneGet(t *testing.T) {
 	want := map[rt.Kind]int{rt.Tags: 1, rt.ManifestHead: 1, rt.ManifestGet: 1}
 	if got := s.Counts(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("HEAD refused: %v, want %v (the HEAD, then one GET by tag)", got, want)
+	}
+}
+
+// A descriptor's digest comes back as the registry gave it, whether it is kept as
+// bytes (canonical sha256) or as written.
+func TestHeadValDigestRoundTrip(t *testing.T) {
+	for _, s := range []string{
+		"sha256:" + strings.Repeat("ab", 32),
+		"sha512:" + strings.Repeat("cd", 64),
+	} {
+		d, err := v1.NewHash(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := newHeadVal(d, "application/vnd.oci.image.index.v1+json", 7).digest(); got != d {
+			t.Errorf("digest %s came back as %s", d, got)
+		}
 	}
 }

@@ -59,6 +59,7 @@ func newServeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			daemon.TuneGC()
 			d, err := daemon.New(cfg, daemonOptions(cfg, log)...)
 			if err != nil {
 				return err

@@ -85,6 +85,7 @@ by itself, 1 when the daemon fails, 2 bad configuration.
 // sidecar and, when non-zero, why.
 func runSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, argv []string, sigs <-chan os.Signal,
 	stdout, stderr io.Writer) (int, error) {
+	daemon.TuneGC()
 	d, err := daemon.New(cfg, daemonOptions(cfg, log)...)
 	if err != nil {
 		return exitCode(err), err
