@@ -24,8 +24,8 @@ func (m *merger) compile(alias string, fi *fileImage, merged [numFields]value) *
 	spec := resolve.PolicySpec{
 		Strategy:   merged[fStrategy].str,
 		Constraint: merged[fConstraint].str,
-		AllowTags:  canonicalAllowTags(merged[fAllow].str),
-		IgnoreTags: canonicalIgnoreTags(merged[fIgnore].list),
+		AllowTags:  resolve.CanonicalAllowTags(merged[fAllow].str),
+		IgnoreTags: resolve.CanonicalIgnoreTags(merged[fIgnore].list),
 		Platforms:  slices.Clone(merged[fPlatforms].list),
 		PinDigest:  merged[fPinDigest].b,
 	}

@@ -413,9 +413,9 @@ func (m *merger) checkValues(vals []value) {
 				m.warn(v.label() + ": " + warn)
 			}
 		case fAllow:
-			_, err = resolve.ParseAllowTags(canonicalAllowTags(v.str))
+			_, err = resolve.ParseAllowTags(resolve.CanonicalAllowTags(v.str))
 		case fIgnore:
-			_, err = resolve.ParseIgnoreTags(canonicalIgnoreTags(v.list)...)
+			_, err = resolve.ParseIgnoreTags(resolve.CanonicalIgnoreTags(v.list)...)
 		case fPlatforms:
 			_, err = resolve.ParsePlatforms(v.list...)
 		}

@@ -33,10 +33,68 @@ func (anyMatcher) String() string    { return "any" }
 
 const allowAccepted = "regexp:EXPR, glob:PATTERN or any"
 
+// argocd-image-updater reads the function names of allow-tags and ignore-tags (any,
+// regexp:, glob:) case-insensitively: ANY, RegExp:, Regexp: work there. The resolver
+// accepts the same spellings and reads them as the lowercase names, so an annotation
+// moved into a parameter keeps its meaning.
+
+// hasPrefixFold reports whether s begins with prefix, ignoring case.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// CanonicalAllowTags spells an allow-tags value's function in lowercase: ANY is any,
+// RegExp:EXPR is regexp:EXPR, Glob:P is glob:P. The expression or pattern is kept
+// as written.
+func CanonicalAllowTags(s string) string {
+	t := strings.TrimSpace(s)
+	if strings.EqualFold(t, "any") {
+		return "any"
+	}
+	for _, p := range []string{"regexp:", "glob:"} {
+		if hasPrefixFold(t, p) {
+			return p + t[len(p):]
+		}
+	}
+	return s
+}
+
+// CanonicalIgnoreTags spells the functions of ignore-tags values in lowercase: a
+// value starting with regexp: in any case, and each comma-separated item starting
+// with glob: in any case.
+func CanonicalIgnoreTags(values []string) []string {
+	if values == nil {
+		return nil
+	}
+	out := make([]string, len(values))
+	for i, v := range values {
+		t := strings.TrimSpace(v)
+		if hasPrefixFold(t, "regexp:") {
+			out[i] = "regexp:" + t[len("regexp:"):]
+			continue
+		}
+		items := strings.Split(v, ",")
+		changed := false
+		for j, item := range items {
+			it := strings.TrimSpace(item)
+			if hasPrefixFold(it, "glob:") && !strings.HasPrefix(it, "glob:") {
+				items[j] = "glob:" + it[len("glob:"):]
+				changed = true
+			}
+		}
+		if changed {
+			out[i] = strings.Join(items, ",")
+		} else {
+			out[i] = v
+		}
+	}
+	return out
+}
+
 // ParseAllowTags parses an allow-tags value: regexp:EXPR, glob:PATTERN or any. An
 // empty value allows every tag.
 func ParseAllowTags(s string) (TagMatcher, error) {
-	s = strings.TrimSpace(s)
+	s = strings.TrimSpace(CanonicalAllowTags(s))
 	switch {
 	case s == "" || s == "any":
 		return anyMatcher{}, nil
@@ -59,7 +117,7 @@ const ignoreAccepted = "globs (comma-separated), or regexp:EXPR"
 // value (a regular expression may itself contain commas).
 func ParseIgnoreTags(values ...string) ([]TagMatcher, error) {
 	var out []TagMatcher
-	for _, v := range values {
+	for _, v := range CanonicalIgnoreTags(values) {
 		v = strings.TrimSpace(v)
 		if v == "" {
 			continue

@@ -288,3 +288,19 @@ func TestImageReferencesRefusePathTricks(t *testing.T) {
 		}
 	}
 }
+
+// The resolve command reads argocd-image-updater's spellings of the filter
+// functions as the plugin does (resolve.ParseAllowTags folds them).
+func TestFilterFunctionsAnyCase(t *testing.T) {
+	allow, err := ParseAllowTags(`RegExp:^1\.`)
+	if err != nil || !allow.Match("1.2") || allow.Match("2.0") {
+		t.Errorf("RegExp: %v, %v", allow, err)
+	}
+	if m, err := ParseAllowTags("ANY"); err != nil || !m.Match("dev") {
+		t.Errorf("ANY: %v, %v", m, err)
+	}
+	ignore, err := ParseIgnoreTags("GLOB:*-rc*, latest")
+	if err != nil || len(ignore) != 2 || !ignore[0].Match("1.0-rc1") || !ignore[1].Match("latest") {
+		t.Errorf("GLOB: %v, %v", ignore, err)
+	}
+}
