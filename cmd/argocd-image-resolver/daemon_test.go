@@ -227,8 +227,19 @@ func TestDaemonStopsALoopingTemplate(t *testing.T) {
 	if ok := runIn(t, "../../testdata/apps/plain-cron", env, thinBinary); ok.code != 0 || strings.Contains(ok.stderr, "unreachable") {
 		t.Fatalf("render after the stopped one: exit %d: %s", ok.code, ok.stderr)
 	}
-	if w := renderWorkers(t, daemonPID); len(w) != 1 {
-		t.Errorf("render workers %v after one render, want 1 (kept for the next)", w)
+	w := renderWorkers(t, daemonPID)
+	if len(w) != 1 {
+		t.Fatalf("render workers %v after one render, want 1 (kept for the next)", w)
+	}
+	// A worker runs charts: it gets none of the daemon's settings or credentials.
+	environ, err := os.ReadFile("/proc/" + strconv.Itoa(w[0]) + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kv := range strings.SplitSeq(string(environ), "\x00") {
+		if k, _, _ := strings.Cut(kv, "="); kv != "" && k != "PATH" && k != "HOME" {
+			t.Errorf("render worker inherited %s", k)
+		}
 	}
 }
 

@@ -112,8 +112,25 @@ func renderWorkerCommand() *exec.Cmd {
 		exe = os.Args[0]
 	}
 	cmd := exec.Command(exe, "render-worker")
-	cmd.Env = os.Environ()
+	cmd.Env = workerEnviron(os.Environ())
 	return cmd
+}
+
+// workerEnviron is what a render worker inherits of the daemon's environment: only
+// what a process needs to run. A render reads nothing from the environment (Argo
+// CD's variables come with each request), and a hostile chart runs in the worker:
+// credentials (REDIS_PASSWORD, tokens, DOCKER_CONFIG) and settings stay with the
+// daemon.
+func workerEnviron(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "PATH", "HOME", "TMPDIR", "TZ", "LANG", "GODEBUG", "GOMAXPROCS":
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // newRenderWorkerCommand is the daemon's render worker: it renders the requests a
