@@ -1,11 +1,9 @@
 package cache
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -127,93 +125,10 @@ const (
 	StatusCanceled = "canceled"
 )
 
-// pingFallbackWait is how long a failed https ping waits for the plain-HTTP ping
-// go-containerregistry starts right after it, before it counts as an error.
-const pingFallbackWait = 5 * time.Second
-
-// pingPairs pairs go-containerregistry's two pings of a registry that may be plain
-// HTTP (transport.ping: https first, http when https fails or is slow; both to the
-// same URL host) so that the failed https attempt is not counted as an error.
-type pingPairs struct {
-	mu      sync.Mutex
-	wait    time.Duration            // pingFallbackWait; tests shorten it
-	httpAt  map[string]time.Time     // by URL host: when its last plain-HTTP ping started
-	pending map[string][]*failedPing // by URL host: failed https pings waiting for it
-}
-
-// failedPing is an https ping that failed; record counts it exactly once.
-type failedPing struct {
-	once   sync.Once
-	record func(status string)
-	status string // StatusError or StatusCanceled, when no http ping follows
-	timer  *time.Timer
-}
-
-func (p *failedPing) resolve(fallback bool) {
-	p.once.Do(func() {
-		if fallback {
-			p.record(StatusHTTPSFallback)
-			return
-		}
-		p.record(p.status)
-	})
-}
-
-// httpStarted notes a plain-HTTP ping of host: the https pings of host that failed
-// and wait for it are fallbacks.
-func (pp *pingPairs) httpStarted(host string) {
-	pp.mu.Lock()
-	if pp.httpAt == nil {
-		pp.httpAt = map[string]time.Time{}
-	}
-	pp.httpAt[host] = time.Now()
-	waiting := pp.pending[host]
-	delete(pp.pending, host)
-	pp.mu.Unlock()
-	for _, p := range waiting {
-		p.timer.Stop()
-		p.resolve(true)
-	}
-}
-
-// httpsFailed counts an https ping of host started at start that failed with
-// status: as a fallback when a plain-HTTP ping of host started since (it raced this
-// one) or starts within the wait, else as status once the wait is over.
-func (pp *pingPairs) httpsFailed(host string, start time.Time, status string, record func(string)) {
-	p := &failedPing{record: record, status: status}
-	pp.mu.Lock()
-	defer pp.mu.Unlock()
-	if at, ok := pp.httpAt[host]; ok && !at.Before(start) {
-		p.resolve(true)
-		return
-	}
-	if pp.pending == nil {
-		pp.pending = map[string][]*failedPing{}
-	}
-	pp.pending[host] = append(pp.pending[host], p)
-	p.timer = time.AfterFunc(cmp.Or(pp.wait, pingFallbackWait), func() {
-		pp.mu.Lock()
-		pp.pending[host] = slices.DeleteFunc(pp.pending[host], func(q *failedPing) bool { return q == p })
-		if len(pp.pending[host]) == 0 {
-			delete(pp.pending, host)
-		}
-		pp.mu.Unlock()
-		p.resolve(false)
-	})
-}
-
-// DefaultPauseCap bounds the pause a Retry-After sets: a registry asking for a day
-// (or an HTTP date far ahead) is asked again after this.
-const DefaultPauseCap = 5 * time.Minute
-
 // hostState is what all requests to one registry host share.
 type hostState struct {
 	gov *governor // nil: no bound on requests in flight
 }
-
-// pauseKey is what a Retry-After pauses: a registry host, or one repository of it
-// (repo as the request path names it; "" for the whole host).
-type pauseKey struct{ host, repo string }
 
 // NewLimiter returns a Limiter. concurrency is the most requests in flight per
 // registry host, where its adaptive governor starts (see governor.go; 0: no
@@ -357,65 +272,6 @@ func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	return resp, err
 }
 
-// SetPauseCap sets the longest pause a Retry-After sets (default DefaultPauseCap;
-// d <= 0 keeps it). Call it before the limiter is used.
-func (l *Limiter) SetPauseCap(d time.Duration) {
-	if d > 0 {
-		l.pauseCap = d
-	}
-}
-
-// pathRepository is the repository a registry request path names (/v2/REPO/tags/list,
-// /v2/REPO/manifests/REF, /v2/REPO/blobs/DIGEST), "" for pings, token and other
-// requests.
-func pathRepository(p string) string {
-	rest, ok := strings.CutPrefix(p, "/v2/")
-	if !ok {
-		return ""
-	}
-	if repo, ok := strings.CutSuffix(rest, "/tags/list"); ok {
-		return repo
-	}
-	for _, m := range []string{"/manifests/", "/blobs/"} {
-		if i := strings.LastIndex(rest, m); i > 0 {
-			return rest[:i]
-		}
-	}
-	return ""
-}
-
-// pause pauses k's requests until until (never shortening a pause), counts it and
-// drops pauses that are over.
-func (l *Limiter) pause(k pauseKey, until time.Time) {
-	now := l.now()
-	l.mu.Lock()
-	for pk, u := range l.pauses {
-		if !u.After(now) {
-			delete(l.pauses, pk)
-		}
-	}
-	if until.After(l.pauses[k]) {
-		l.pauses[k] = until
-	}
-	l.pausedHosts[k.host] = true
-	l.mu.Unlock()
-	l.m.Pauses.WithLabelValues(k.host).Inc()
-}
-
-// pausedUntil is when the pauses that apply to k end: its host's and, when k
-// names a repository, that repository's.
-func (l *Limiter) pausedUntil(k pauseKey) time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	until := l.pauses[pauseKey{host: k.host}]
-	if k.repo != "" {
-		if u := l.pauses[k]; u.After(until) {
-			until = u
-		}
-	}
-	return until
-}
-
 // concurrency is, for every registry host with a governor, its current limit and
 // requests in flight.
 func (l *Limiter) concurrencyState() map[string][2]int {
@@ -429,74 +285,6 @@ func (l *Limiter) concurrencyState() map[string][2]int {
 		}
 	}
 	return out
-}
-
-// pausedSeconds is, for every registry host ever paused, the seconds left of its
-// longest pause (of the host or of one of its repositories), 0 when none.
-func (l *Limiter) pausedSeconds() map[string]float64 {
-	now := l.now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make(map[string]float64, len(l.pausedHosts))
-	for h := range l.pausedHosts {
-		out[h] = 0
-	}
-	for k, u := range l.pauses {
-		if d := u.Sub(now).Seconds(); d > out[k.host] {
-			out[k.host] = d
-		}
-	}
-	return out
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// waitPause waits while the request's registry host or repository is paused by a
-// Retry-After. If the pause is longer than the maximum wait or than the request's
-// deadline allows, it answers 429 itself.
-func (l *Limiter) waitPause(req *http.Request, k pauseKey) (*http.Response, error) {
-	ctx := req.Context()
-	for {
-		now := l.now()
-		d := l.pausedUntil(k).Sub(now)
-		if d <= 0 {
-			return nil, nil
-		}
-		deadline, hasDeadline := ctx.Deadline()
-		if d > l.maxWait || (hasDeadline && deadline.Sub(now) < d) {
-			return throttled(req, d), nil
-		}
-		if err := l.sleep(ctx, d); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// throttled is the 429 the limiter answers for a paused registry.
-func throttled(req *http.Request, d time.Duration) *http.Response {
-	body := `{"errors":[{"code":"TOOMANYREQUESTS","message":"registry asked to wait (Retry-After); request not sent"}]}`
-	secs := int((d + time.Second - 1) / time.Second)
-	return &http.Response{
-		Status:     "429 Too Many Requests",
-		StatusCode: http.StatusTooManyRequests,
-		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{
-			"Content-Type": {"application/json"},
-			"Retry-After":  {strconv.Itoa(secs)},
-		},
-		Body:          io.NopCloser(strings.NewReader(body)),
-		ContentLength: int64(len(body)),
-		Request:       req,
-	}
 }
 
 // failureStatus is the status of an attempt that got no HTTP answer.

@@ -1,0 +1,151 @@
+package argocde2e
+
+// The lab's the sidecar and Argo CD.
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// StartSidecar starts the image-resolver sidecar as deployed: the daemon and, as its
+// child, Argo CD's argocd-cmp-server serving the checkout's plugin.yaml on the plugins
+// socket directory that repo-server shares. Short TTLs, so that a hard refresh right
+// after a push sees the new tag. IMAGE_RESOLVER_DEFAULT_PLATFORMS=linux/amd64 stands
+// for the pod's own architecture.
+func (l *Lab) StartSidecar() error {
+	plugin, err := os.ReadFile(filepath.Join(l.Paths.Root, "plugin.yaml"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(l.Dir, "cmp", "config", "plugin.yaml"), plugin, 0o644); err != nil {
+		return err
+	}
+	sock := filepath.Join(l.Dir, "cmp", "plugins", PluginName+".sock")
+	_ = os.Remove(sock)
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	l.SidecarAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	env := l.baseEnv(
+		"ARGOCD_PLUGINSOCKFILEPATH="+filepath.Join(l.Dir, "cmp", "plugins"),
+		"IMAGE_RESOLVER_REGISTRIES_CONFIG="+l.registriesConfig(),
+		"IMAGE_RESOLVER_DEFAULT_PLATFORMS=linux/amd64",
+		"KUBECONFIG="+l.SidecarKubeconfig,
+	)
+	p, err := l.start("sidecar", env, "argocd-image-resolver", "sidecar",
+		"--socket", l.DaemonSocket(), "--refresh-interval", l.RefreshInterval,
+		"--metrics-addr", l.SidecarAddr, "--registries-config", l.registriesConfig(),
+		l.SidecarTTLs[0], l.SidecarTTLs[1], l.SidecarTTLs[2], l.SidecarTTLs[3],
+		"--", filepath.Join(l.ArgoDir, "argocd-cmp-server"), "--config-dir-path", filepath.Join(l.Dir, "cmp", "config"),
+		"--loglevel", "info", "--logformat", "json")
+	if err != nil {
+		return err
+	}
+	l.sidecar = p
+	if err := waitFor(30*time.Second, "the resolver's /readyz", p, httpOK("http://"+l.SidecarAddr+"/readyz")); err != nil {
+		return err
+	}
+	return waitFor(30*time.Second, "the CMP socket", p, func() error {
+		st, err := os.Stat(sock)
+		if err != nil {
+			return err
+		}
+		if st.Mode()&os.ModeSocket == 0 {
+			return fmt.Errorf("%s is not a socket", sock)
+		}
+		return nil
+	})
+}
+
+// DaemonSocket is where the sidecar's daemon listens (IMAGE_RESOLVER_SOCKET of the
+// CMP server it runs).
+func (l *Lab) DaemonSocket() string { return filepath.Join(l.Dir, "cmp", "resolver.sock") }
+
+// Sidecar is the running sidecar process.
+func (l *Lab) Sidecar() *Proc { return l.sidecar }
+
+// RestartSidecar KILLs the sidecar's process group (argocd-cmp-server ignores
+// SIGTERM) and starts a new one: an empty registry cache.
+func (l *Lab) RestartSidecar() error {
+	l.sidecar.Stop(0)
+	return l.StartSidecar()
+}
+
+func (l *Lab) startArgo() error {
+	ports, err := freePorts(6)
+	if err != nil {
+		return err
+	}
+	repoAddr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	l.ServerAddr = fmt.Sprintf("127.0.0.1:%d", ports[3])
+	l.RepoMetrics = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1])
+	// Out of a cluster, as argo-cd's own Procfile runs it.
+	env := func(extra ...string) []string {
+		return l.baseEnv(append([]string{
+			"ARGOCD_FAKE_IN_CLUSTER=true", // https://kubernetes.default.svc = $KUBECONFIG
+			"ARGOCD_TLS_DATA_PATH=" + filepath.Join(l.Dir, "argocd", "tls"),
+			"ARGOCD_SSH_DATA_PATH=" + filepath.Join(l.Dir, "argocd", "ssh"),
+			"ARGOCD_GNUPGHOME=" + filepath.Join(l.Dir, "argocd", "gpg"),
+			"ARGOCD_GPG_ENABLED=false",
+		}, extra...)...)
+	}
+	repo, err := l.start("repo-server", env("ARGOCD_PLUGINSOCKFILEPATH="+filepath.Join(l.Dir, "cmp", "plugins")),
+		"argocd-repo-server", "--address", "127.0.0.1", "--port", fmt.Sprint(ports[0]),
+		"--metrics-address", "127.0.0.1", "--metrics-port", fmt.Sprint(ports[1]),
+		"--redis", l.redis(), "--loglevel", "info", "--logformat", "json")
+	if err != nil {
+		return err
+	}
+	if err := waitFor(60*time.Second, "repo-server /healthz", repo, httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[1]))); err != nil {
+		return err
+	}
+	// The controller's metrics listener binds 0.0.0.0 (it has no flag for the host).
+	ctrl, err := l.start("application-controller", env(),
+		"argocd-application-controller", "--repo-server", repoAddr, "--redis", l.redis(),
+		"--metrics-port", fmt.Sprint(ports[2]), "--loglevel", "info", "--logformat", "json")
+	if err != nil {
+		return err
+	}
+	srv, err := l.start("server", env(),
+		"argocd-server", "--insecure", "--address", "127.0.0.1", "--port", fmt.Sprint(ports[3]),
+		"--metrics-address", "127.0.0.1", "--metrics-port", fmt.Sprint(ports[4]),
+		"--repo-server", repoAddr, "--redis", l.redis(), "--loglevel", "info", "--logformat", "json")
+	if err != nil {
+		return err
+	}
+	if err := waitFor(60*time.Second, "argocd-server /healthz", srv, httpOK("http://"+l.ServerAddr+"/healthz")); err != nil {
+		return err
+	}
+	if err := waitFor(60*time.Second, "application-controller /metrics", ctrl, httpOK(fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[2]))); err != nil {
+		return err
+	}
+	return waitFor(30*time.Second, "argocd login", srv, func() error {
+		_, err := l.must("", "argocd", "login", l.ServerAddr, "--plaintext", "--username", "admin", "--password", adminPassword)
+		return err
+	})
+}
+
+// Metrics returns the lines of the resolver's /metrics that start with prefix.
+func (l *Lab) Metrics(prefix string) (string, error) {
+	resp, err := httpClient.Get("http://" + l.SidecarAddr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n"), nil
+}
