@@ -70,9 +70,9 @@ type governor struct {
 	inFlight int
 	waiters  []chan struct{} // FIFO; closed when a slot is given
 	lastCut  time.Time
-	recent   [overloadWindow]bool // the last answers: overloaded or not
+	recent   [overloadWindow]bool // the last answers: overloaded or not (a ring)
 	next     int
-	seen     int
+	overload int // how many of recent are true
 }
 
 func newGovernor(ceiling int, now func() time.Time) *governor {
@@ -136,16 +136,15 @@ func (g *governor) release(sent time.Time, s signal) {
 // remember records an answer and returns how many of the last window were
 // overloaded.
 func (g *governor) remember(overloaded bool) int {
+	if g.recent[g.next] {
+		g.overload--
+	}
+	if overloaded {
+		g.overload++
+	}
 	g.recent[g.next] = overloaded
 	g.next = (g.next + 1) % overloadWindow
-	g.seen = min(g.seen+1, overloadWindow)
-	n := 0
-	for _, o := range g.recent[:g.seen] {
-		if o {
-			n++
-		}
-	}
-	return n
+	return g.overload
 }
 
 func (g *governor) cut(sent time.Time) {
@@ -154,8 +153,7 @@ func (g *governor) cut(sent time.Time) {
 	}
 	g.limit = math.Max(1, g.limit/2)
 	g.lastCut = g.now()
-	g.recent = [overloadWindow]bool{}
-	g.seen = 0
+	g.recent, g.overload = [overloadWindow]bool{}, 0
 }
 
 // slots is how many requests may be in flight now.

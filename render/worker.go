@@ -155,7 +155,7 @@ func (p *Workers) Render(ctx context.Context, dir string, opts Options) (*Render
 			if rss := w.rss(); rss > p.maxMemory {
 				w.stop()
 				<-done
-				return nil, fmt.Errorf("the render used more than %s of memory and was stopped", sizeString(p.maxMemory))
+				return nil, fmt.Errorf("the render used more than %s of memory and was stopped", mib(p.maxMemory))
 			}
 		case <-ctx.Done():
 			w.stop()
@@ -398,7 +398,7 @@ func writeFrame(w io.Writer, v any) error {
 		return err
 	}
 	if len(b) > maxWorkerAnswer {
-		return fmt.Errorf("render output of %d bytes is larger than %s", len(b), sizeString(maxWorkerAnswer))
+		return fmt.Errorf("render output of %d bytes is larger than %s", len(b), mib(maxWorkerAnswer))
 	}
 	var n [4]byte
 	binary.BigEndian.PutUint32(n[:], uint32(len(b)))
@@ -417,7 +417,7 @@ func readFrame(r io.Reader, v any) error {
 	}
 	size := binary.BigEndian.Uint32(n[:])
 	if size > maxWorkerAnswer {
-		return fmt.Errorf("render worker frame of %d bytes is larger than %s", size, sizeString(maxWorkerAnswer))
+		return fmt.Errorf("render worker frame of %d bytes is larger than %s", size, mib(maxWorkerAnswer))
 	}
 	b := make([]byte, size)
 	if _, err := io.ReadFull(r, b); err != nil {
@@ -426,15 +426,9 @@ func readFrame(r io.Reader, v any) error {
 	return json.Unmarshal(b, v)
 }
 
-func sizeString(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	}
-	return fmt.Sprintf("%d bytes", n)
-}
+// mib states a bound in MiB (bounds here are whole MiB: renderWorkerMemory is
+// at least 1MiB, the frame bound 256 MiB).
+func mib(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }
 
 // headBuffer keeps the first max bytes written to it: the start of a worker's
 // stderr, where a Go runtime writes its fatal error.
