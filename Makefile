@@ -83,7 +83,7 @@ FUZZ_TARGETS := \
 	./plugin:FuzzImageReference ./plugin:FuzzConstraint ./plugin:FuzzTagFilters ./plugin:FuzzPlatforms \
 	./plugin:FuzzEnvFromEnviron ./plugin:FuzzLoadPolicy ./plugin:FuzzPolicyFile ./plugin:FuzzParameters \
 	./config:FuzzRegistriesFile ./config:FuzzConfigFile \
-	./pipeline:FuzzRewrite ./render:FuzzFindImages ./render:FuzzKustomizePrintedForm \
+	./pipeline:FuzzRewrite ./render:FuzzFindImages ./render:FuzzRemoteEntry ./render:FuzzKustomizePrintedForm \
 	./migrate:FuzzMigrate ./migrate:FuzzMigrateAnnotations
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \

@@ -115,5 +115,6 @@ func (c Config) NewPinWriter(log *slog.Logger, reg prometheus.Registerer, opts .
 // PipelineSettings is the render pipeline's part of the configuration, the same for
 // the daemon, generate (with or without the daemon) and preview.
 func (c Config) PipelineSettings() pipeline.Settings {
-	return pipeline.Settings{ExtraImagePaths: c.ExtraImagePaths, DefaultPlatforms: c.DefaultPlatforms, Timeout: c.RenderTimeout}
+	return pipeline.Settings{ExtraImagePaths: c.ExtraImagePaths, DefaultPlatforms: c.DefaultPlatforms, Timeout: c.RenderTimeout,
+		KustomizeRemoteHosts: c.KustomizeRemoteHosts}
 }

@@ -23,6 +23,8 @@ const (
 	DefaultPlatformsEnv = "IMAGE_RESOLVER_DEFAULT_PLATFORMS"
 	// ExtraImagePathsEnv names the extra image fields.
 	ExtraImagePathsEnv = "IMAGE_RESOLVER_EXTRA_IMAGE_PATHS"
+	// KustomizeRemoteHostsEnv names the hosts Kustomize renders may fetch from.
+	KustomizeRemoteHostsEnv = "IMAGE_RESOLVER_KUSTOMIZE_REMOTE_HOSTS"
 	// RegistriesConfigEnv names the registries configuration file (as for every
 	// other command).
 	RegistriesConfigEnv = "IMAGE_RESOLVER_REGISTRIES_CONFIG"
@@ -71,6 +73,9 @@ type Config struct {
 	DefaultPlatforms []resolve.Platform
 	// ExtraImagePaths are image fields of custom resources, beside the built-in kinds.
 	ExtraImagePaths []render.ExtraPath
+	// KustomizeRemoteHosts are the hosts Kustomize remote resources and bases may
+	// be fetched from; none (the default): every remote entry is refused.
+	KustomizeRemoteHosts []render.RemoteHost
 
 	// Refresh is what the refresh loop does when an app's resolution changes:
 	// RefreshHard (ask Argo CD for a hard refresh) or RefreshOff.

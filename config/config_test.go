@@ -183,7 +183,7 @@ func TestExampleFileParses(t *testing.T) {
 	}
 	d := DefaultConfig()
 	for _, s := range Settings() {
-		examples := s.Key == "rateLimits" || s.Key == "defaultPlatforms" || s.Key == "extraImagePaths" // examples, not defaults
+		examples := s.Key == "rateLimits" || s.Key == "defaultPlatforms" || s.Key == "extraImagePaths" || s.Key == "kustomizeRemoteHosts" // examples, not defaults
 		if !examples && c.Get(s.Key) != d.Get(s.Key) {
 			t.Errorf("%s: example %s, default %s", s.Key, c.Get(s.Key), d.Get(s.Key))
 		}

@@ -25,7 +25,7 @@ type Setting struct {
 	// platforms, paths.
 	Type string
 	// Sep joins the items of a list-valued setting given as a YAML array
-	// (defaultPlatforms, extraImagePaths); empty for scalar settings.
+	// (defaultPlatforms, extraImagePaths, kustomizeRemoteHosts); empty for scalar settings.
 	Sep string
 	// List settings (rateLimits) take comma-separated items in the environment and a
 	// repeatable flag.
@@ -127,6 +127,7 @@ registries:            # as in the registries config file
 defaultPlatforms: [linux/amd64]        # when neither policy nor workload names platforms (default: none)
 extraImagePaths:                       # image fields of custom resources (default: none)
   - Workflow.argoproj.io:spec.templates[].container.image
+kustomizeRemoteHosts: [github.com]     # hosts Kustomize remote resources and bases may come from (default: none, all refused)
 renderTimeout: 45s                     # bound on one render (Argo CD kills a plugin after 90s)
 renderWorkers: 4                       # daemon renders at once, each in a worker process stopped at the deadline
 renderWorkerMemory: 1GiB               # a render's worker above this memory is stopped
@@ -280,6 +281,30 @@ func Settings() []Setting {
 					s = append(s, p.String())
 				}
 				return strings.Join(s, ";")
+			}},
+		{Key: "kustomizeRemoteHosts", Env: KustomizeRemoteHostsEnv, Flag: "kustomize-remote-hosts", Type: "hosts", Sep: ",",
+			Usage: "hosts Kustomize remote resources and bases (HTTPS files, git repositories over HTTPS) may be fetched from, without credentials; none: every remote entry is refused. Accepted: " + render.RemoteHostsAccepted,
+			set: func(c *Config, v string) error {
+				var hosts []render.RemoteHost
+				for _, it := range strings.Split(v, ",") {
+					if strings.TrimSpace(it) == "" {
+						continue
+					}
+					h, err := render.ParseRemoteHost(it)
+					if err != nil {
+						return err
+					}
+					hosts = append(hosts, h)
+				}
+				c.KustomizeRemoteHosts = hosts
+				return nil
+			},
+			get: func(c *Config) string {
+				var s []string
+				for _, h := range c.KustomizeRemoteHosts {
+					s = append(s, h.String())
+				}
+				return strings.Join(s, ",")
 			}},
 		{Key: "refresh", Env: "IMAGE_RESOLVER_REFRESH", Flag: "refresh", Type: "mode",
 			Usage: "when an app's resolution changes: hard (ask Argo CD to render it again, through the Kubernetes API) or off",

@@ -40,6 +40,9 @@ type Settings struct {
 	// Renderer renders the sources (nil: render.InProcess; the daemon gives
 	// render.Workers, whose renders can be stopped).
 	Renderer render.Renderer
+	// KustomizeRemoteHosts are the hosts Kustomize remote entries may be fetched
+	// from (none: refused).
+	KustomizeRemoteHosts []render.RemoteHost
 }
 
 // Pipeline renders apps with one way of resolving and one set of settings.
@@ -123,7 +126,7 @@ func (p *Pipeline) render(ctx context.Context, dir string, env *plugin.Env) ([]b
 		AppName: env.AppName, Namespace: env.AppNamespace,
 		KubeVersion: env.KubeVersion, APIVersions: env.KubeAPIVersions,
 		ValuesFiles: pol.Helm.ValuesFiles, HelmParameters: pol.Helm.Parameters, Values: pol.Helm.Values,
-		RepoRoot: root,
+		RepoRoot: root, RemoteHosts: p.settings.KustomizeRemoteHosts,
 	})
 	if err != nil {
 		return nil, nil, err

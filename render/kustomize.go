@@ -26,7 +26,11 @@ import (
 // git checkout around the app directory (the nearest directory holding .git), so
 // overlays keep reaching their sibling bases; outside any checkout it stays the
 // app directory.
-func renderKustomize(ctx context.Context, dir string, b *boundary) ([]*kyaml.RNode, error) {
+//
+// Remote resources and bases are refused unless their host is in hosts
+// (kustomizeRemoteHosts); then they are fetched by the render itself, bounded, and
+// kustomize reads them from memory (see remoteFetcher).
+func renderKustomize(ctx context.Context, dir string, b *boundary, hosts []RemoteHost) ([]*kyaml.RNode, error) {
 	if b.root == dir {
 		if top := gitCheckoutRoot(dir); top != "" {
 			wider, err := newBoundary(top, dir)
@@ -36,7 +40,9 @@ func renderKustomize(ctx context.Context, dir string, b *boundary) ([]*kyaml.RNo
 			b = wider
 		}
 	}
-	fs := &guardedFS{FileSystem: filesys.MakeFsOnDisk(), root: dir, b: b}
+	fetcher := newRemoteFetcher(ctx, hosts)
+	defer fetcher.close()
+	fs := &guardedFS{FileSystem: filesys.MakeFsOnDisk(), root: dir, b: b, remote: fetcher}
 	m, err := bounded(ctx, func() (resmap.ResMap, error) { return krusty.MakeKustomizer(kustomizeOptions()).Run(fs, dir) })
 	if errors.Is(err, ErrDeadline) {
 		return nil, fmt.Errorf("kustomize build: %w", err)
@@ -112,14 +118,19 @@ func kustomizeOptions() *krusty.Options {
 // error naming the file, a kustomization that inflates Helm charts or refers to a
 // remote (git or HTTP) resource, when kustomize reads it: kustomize clones with the
 // git program and fetches HTTP itself, outside any file system, so such references
-// must be refused before kustomize sees them. The first refusal is kept, as kustomize
-// wraps or replaces the errors of its file system.
+// must be refused before kustomize sees them. A remote entry on an allowed host is
+// fetched instead (remoteFetcher) and the kustomization kustomize reads names it by
+// a path under remoteDirName beside it, which this file system serves from memory.
+// The first refusal is kept, as kustomize wraps or replaces the errors of its file
+// system.
 type guardedFS struct {
 	filesys.FileSystem
-	root string // the app directory, to name files relative to it
-	b    *boundary
-	mu   sync.Mutex
-	err  error
+	root   string // the app directory, to name files relative to it
+	b      *boundary
+	remote *remoteFetcher // nil: no remote host allowed
+	mu     sync.Mutex
+	err    error
+	mounts map[string]*remoteTree // fetched trees by the directory they appear at
 }
 
 func (f *guardedFS) refuse(e error) error {
@@ -149,6 +160,9 @@ func (f *guardedFS) RemoveAll(string) error              { return errReadOnly }
 func (f *guardedFS) WriteFile(string, []byte) error      { return errReadOnly }
 
 func (f *guardedFS) Open(path string) (filesys.File, error) {
+	if v, _, ok := f.virtual(path); ok {
+		return f.remote.mem.Open(v)
+	}
 	real, err := f.inside(path)
 	if err != nil {
 		return nil, err
@@ -164,16 +178,25 @@ func (f *guardedFS) Open(path string) (filesys.File, error) {
 }
 
 func (f *guardedFS) IsDir(path string) bool {
+	if v, _, ok := f.virtual(path); ok {
+		return f.remote.mem.IsDir(v)
+	}
 	real, err := f.b.resolve(path)
 	return err == nil && f.FileSystem.IsDir(real)
 }
 
 func (f *guardedFS) Exists(path string) bool {
+	if v, _, ok := f.virtual(path); ok {
+		return f.remote.mem.Exists(v)
+	}
 	real, err := f.b.resolve(path)
 	return err == nil && f.FileSystem.Exists(real)
 }
 
 func (f *guardedFS) ReadDir(path string) ([]string, error) {
+	if v, _, ok := f.virtual(path); ok {
+		return f.remote.mem.ReadDir(v)
+	}
 	real, err := f.inside(path)
 	if err != nil {
 		return nil, err
@@ -182,6 +205,13 @@ func (f *guardedFS) ReadDir(path string) ([]string, error) {
 }
 
 func (f *guardedFS) CleanedAbs(path string) (filesys.ConfirmedDir, string, error) {
+	if v, mount, ok := f.virtual(path); ok {
+		d, name, err := f.remote.mem.CleanedAbs(v)
+		if err != nil {
+			return "", "", err
+		}
+		return filesys.ConfirmedDir(mountedPath(mount, string(d))), name, nil
+	}
 	if _, err := f.inside(path); err != nil {
 		return "", "", err
 	}
@@ -189,6 +219,13 @@ func (f *guardedFS) CleanedAbs(path string) (filesys.ConfirmedDir, string, error
 }
 
 func (f *guardedFS) Glob(pattern string) ([]string, error) {
+	if v, mount, ok := f.virtual(pattern); ok {
+		all, err := f.remote.mem.Glob(v)
+		for i := range all {
+			all[i] = mountedPath(mount, all[i])
+		}
+		return all, err
+	}
 	all, err := f.FileSystem.Glob(pattern)
 	if err != nil {
 		return nil, err
@@ -204,6 +241,11 @@ func (f *guardedFS) Glob(pattern string) ([]string, error) {
 }
 
 func (f *guardedFS) Walk(path string, walkFn filepath.WalkFunc) error {
+	if v, mount, ok := f.virtual(path); ok {
+		return f.remote.mem.Walk(v, func(p string, info os.FileInfo, err error) error {
+			return walkFn(mountedPath(mount, p), info, err)
+		})
+	}
 	if _, err := f.inside(path); err != nil {
 		return err
 	}
@@ -211,40 +253,43 @@ func (f *guardedFS) Walk(path string, walkFn filepath.WalkFunc) error {
 }
 
 func (f *guardedFS) ReadFile(path string) ([]byte, error) {
-	real, err := f.inside(path)
-	if err != nil {
-		return nil, err
-	}
-	data, err := readRegular(real, f.b.name(path))
-	if err != nil {
-		if errors.Is(err, ErrNotRegular) {
-			return nil, f.refuse(fmt.Errorf("kustomize: %w", err))
+	var data []byte
+	if v, _, ok := f.virtual(path); ok {
+		d, err := f.remote.mem.ReadFile(v)
+		if err != nil {
+			return nil, err
 		}
-		return nil, err
-	}
-	if !isKustomizationName(filepath.Base(path)) {
-		if err := remoteInPluginConfig(f.b.name(path), data); err != nil {
-			return nil, f.refuse(err)
+		data = d
+	} else {
+		real, err := f.inside(path)
+		if err != nil {
+			return nil, err
 		}
-		return data, nil
+		if data, err = readRegular(real, f.b.name(path)); err != nil {
+			if errors.Is(err, ErrNotRegular) {
+				return nil, f.refuse(fmt.Errorf("kustomize: %w", err))
+			}
+			return nil, err
+		}
 	}
-	if err := remoteInKustomization(f.b.name(path), data); err != nil {
+	kustomization := isKustomizationName(filepath.Base(path))
+	data, err := f.remoteEntries(path, data, kustomization)
+	if err != nil {
 		return nil, f.refuse(err)
+	}
+	if !kustomization {
+		return data, nil
 	}
 	if rn, perr := kyaml.Parse(string(data)); perr == nil && rn.YNode().Kind == kyaml.MappingNode {
 		for _, field := range []string{"helmCharts", "helmChartInflationGenerator"} {
 			if v := rn.Field(field); v != nil && !isNull(v.Value.YNode()) {
-				name := path
-				if rel, err := filepath.Rel(f.root, path); err == nil {
-					name = filepath.ToSlash(rel)
+				name := f.name(path)
+				if _, _, virtual := f.virtual(path); !virtual {
+					if rel, err := filepath.Rel(f.root, path); err == nil {
+						name = filepath.ToSlash(rel) // relative to the app, as the app's owner reads it
+					}
 				}
-				e := fmt.Errorf("%s: %w: the kustomization uses %s; the sidecar does not run Helm inside Kustomize (no --enable-helm), point the application at the chart directory instead", name, ErrUnsupported, field)
-				f.mu.Lock()
-				if f.err == nil {
-					f.err = e
-				}
-				f.mu.Unlock()
-				return nil, e
+				return nil, f.refuse(fmt.Errorf("%s: %w: the kustomization uses %s; the sidecar does not run Helm inside Kustomize (no --enable-helm), point the application at the chart directory instead", name, ErrUnsupported, field))
 			}
 		}
 	}

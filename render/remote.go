@@ -2,7 +2,8 @@ package render
 
 import (
 	"bytes"
-	"fmt"
+	"errors"
+	"io"
 	"net/url"
 	"regexp"
 	"strings"
@@ -41,64 +42,77 @@ var scpUser = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]*@`)
 var kustomizationPathLists = []string{"resources", "bases", "components", "crds", "configurations",
 	"patchesStrategicMerge", "generators", "transformers", "validators"}
 
-// remoteInKustomization refuses a kustomization (file name) that refers to a remote
-// resource, base, component, patch, generator input or OpenAPI schema.
-func remoteInKustomization(name string, data []byte) error {
-	rn, err := kyaml.Parse(string(data))
-	if err != nil || rn.YNode().Kind != kyaml.MappingNode {
-		return nil // kustomize reports it
-	}
-	check := func(field, ref string) error {
-		if looksRemote(ref) {
-			return fmt.Errorf("%s: %s entry %q: %w (git or HTTP URLs: no network and no git in the sidecar); vendor it into the repository and refer to it by a relative path", name, field, ref, ErrRemote)
-		}
-		return nil
-	}
+// remoteRole says how kustomize loads an entry, and so what a remote one may be.
+type remoteRole int
+
+const (
+	roleFile     remoteRole = iota // read as a file: an HTTP(S) URL is fetched
+	roleResource                   // a file, else a base (directory or git repository)
+	roleBase                       // a directory or git repository
+)
+
+// pathRef is one entry of a kustomization or plugin configuration naming a path.
+type pathRef struct {
+	field string      // e.g. "resources", "configMapGenerator.files"
+	node  *kyaml.Node // the scalar, rewritten when a remote entry is fetched
+	key   string      // a generator's "key=" before the path, kept on rewrite
+	ref   string      // the path or URL
+	role  remoteRole
+}
+
+// kustomizationRefs are the entries of a kustomization that name paths kustomize
+// loads: resources, bases, components, patches, generator inputs, OpenAPI schemas.
+func kustomizationRefs(rn *kyaml.RNode) []pathRef {
+	var out []pathRef
 	for _, field := range kustomizationPathLists {
-		for _, ref := range scalars(rn.Field(field)) {
-			if err := check(field, ref); err != nil {
-				return err
-			}
+		role := roleFile
+		switch field {
+		case "resources":
+			role = roleResource
+		case "bases", "components":
+			role = roleBase
+		}
+		for _, n := range scalars(rn.Field(field)) {
+			out = append(out, pathRef{field: field, node: n, ref: n.Value, role: role})
 		}
 	}
 	for _, field := range []string{"patches", "patchesJson6902", "replacements"} {
 		for _, item := range items(rn.Field(field)) {
-			for _, ref := range scalars(item.Field("path")) {
-				if err := check(field+".path", ref); err != nil {
-					return err
-				}
-			}
+			out = append(out, fileRefs(field+".path", scalars(item.Field("path")))...)
 		}
 	}
 	if o := rn.Field("openapi"); o != nil && o.Value.YNode().Kind == kyaml.MappingNode {
-		for _, ref := range scalars(o.Value.Field("path")) {
-			if err := check("openapi.path", ref); err != nil {
-				return err
-			}
-		}
+		out = append(out, fileRefs("openapi.path", scalars(o.Value.Field("path")))...)
 	}
 	for _, field := range []string{"configMapGenerator", "secretGenerator"} {
 		for _, item := range items(rn.Field(field)) {
-			if err := generatorInputs(field, item, check); err != nil {
-				return err
-			}
+			out = append(out, generatorRefs(field, item)...)
 		}
 	}
-	return nil
+	return out
 }
 
-func generatorInputs(field string, item *kyaml.RNode, check func(field, ref string) error) error {
+func fileRefs(field string, nodes []*kyaml.Node) []pathRef {
+	var out []pathRef
+	for _, n := range nodes {
+		out = append(out, pathRef{field: field, node: n, ref: n.Value, role: roleFile})
+	}
+	return out
+}
+
+// generatorRefs are a generator's input files ("files" entries may be key=path).
+func generatorRefs(field string, item *kyaml.RNode) []pathRef {
+	var out []pathRef
 	for _, k := range []string{"files", "envs", "env"} {
-		for _, ref := range scalars(item.Field(k)) {
-			if _, p, ok := strings.Cut(ref, "="); ok && k == "files" {
-				ref = p
+		for _, n := range scalars(item.Field(k)) {
+			r := pathRef{field: field + "." + k, node: n, ref: n.Value, role: roleFile}
+			if key, p, ok := strings.Cut(n.Value, "="); ok && k == "files" {
+				r.key, r.ref = key+"=", p
 			}
-			if err := check(field+"."+k, ref); err != nil {
-				return err
-			}
+			out = append(out, r)
 		}
 	}
-	return nil
+	return out
 }
 
 // pluginConfigKinds are kustomize's built-in generators and transformers whose
@@ -107,26 +121,20 @@ func generatorInputs(field string, item *kyaml.RNode, check func(field, ref stri
 var pluginConfigKinds = []string{"PatchTransformer", "PatchJson6902Transformer", "PatchStrategicMergeTransformer",
 	"ReplacementTransformer", "ConfigMapGenerator", "SecretGenerator"}
 
-// remoteInPluginConfig refuses a built-in plugin configuration (file name) that
-// refers to a remote file.
-func remoteInPluginConfig(name string, data []byte) error {
-	hit := false
+// mayBePluginConfig is a cheap test before parsing a file as plugin configurations.
+func mayBePluginConfig(data []byte) bool {
 	for _, k := range pluginConfigKinds {
 		if bytes.Contains(data, []byte(k)) {
-			hit = true
-			break
+			return true
 		}
 	}
-	if !hit {
-		return nil
-	}
-	docs := parseYAMLDocs(data)
-	check := func(field, ref string) error {
-		if looksRemote(ref) {
-			return fmt.Errorf("%s: %s entry %q: %w (git or HTTP URLs: no network and no git in the sidecar); vendor it into the repository and refer to it by a relative path", name, field, ref, ErrRemote)
-		}
-		return nil
-	}
+	return false
+}
+
+// pluginConfigRefs are the files named by the built-in plugin configurations in
+// docs.
+func pluginConfigRefs(docs []*kyaml.RNode) []pathRef {
+	var out []pathRef
 	for _, d := range docs {
 		if d.YNode().Kind != kyaml.MappingNode {
 			continue
@@ -140,35 +148,26 @@ func remoteInPluginConfig(name string, data []byte) error {
 			continue
 		}
 		for _, k := range []string{"path", "paths"} {
-			for _, ref := range scalars(d.Field(k)) {
-				if err := check(kind+"."+k, ref); err != nil {
-					return err
-				}
-			}
+			out = append(out, fileRefs(kind+"."+k, scalars(d.Field(k)))...)
 		}
 		for _, item := range items(d.Field("replacements")) {
-			for _, ref := range scalars(item.Field("path")) {
-				if err := check(kind+".replacements.path", ref); err != nil {
-					return err
-				}
-			}
+			out = append(out, fileRefs(kind+".replacements.path", scalars(item.Field("path")))...)
 		}
-		if err := generatorInputs(kind, d, check); err != nil {
-			return err
-		}
+		out = append(out, generatorRefs(kind, d)...)
 	}
-	return nil
+	return out
 }
 
 // parseYAMLDocs parses a multi-document stream into nodes, without judging them; it
-// stops at the first document that does not parse (kustomize reports it).
-func parseYAMLDocs(data []byte) []*kyaml.RNode {
+// stops at the first document that does not parse (kustomize reports it), and
+// then complete is false.
+func parseYAMLDocs(data []byte) (docs []*kyaml.RNode, complete bool) {
 	dec := kyaml.NewDecoder(bytes.NewReader(data))
 	var out []*kyaml.RNode
 	for {
 		var n kyaml.Node
 		if err := dec.Decode(&n); err != nil {
-			return out
+			return out, errors.Is(err, io.EOF)
 		}
 		if len(n.Content) == 1 {
 			out = append(out, kyaml.NewRNode(n.Content[0]))
@@ -176,21 +175,21 @@ func parseYAMLDocs(data []byte) []*kyaml.RNode {
 	}
 }
 
-// scalars are the string values of a field: the scalar itself or the scalars of a
+// scalars are the string nodes of a field: the scalar itself or the scalars of a
 // sequence.
-func scalars(f *kyaml.MapNode) []string {
+func scalars(f *kyaml.MapNode) []*kyaml.Node {
 	if f == nil || f.Value == nil {
 		return nil
 	}
 	n := deref(f.Value.YNode())
 	switch n.Kind {
 	case kyaml.ScalarNode:
-		return []string{n.Value}
+		return []*kyaml.Node{n}
 	case kyaml.SequenceNode:
-		var out []string
+		var out []*kyaml.Node
 		for _, it := range n.Content {
 			if it = deref(it); it.Kind == kyaml.ScalarNode {
-				out = append(out, it.Value)
+				out = append(out, it)
 			}
 		}
 		return out

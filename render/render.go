@@ -55,6 +55,9 @@ type Options struct {
 	// Kustomize, empty or the app directory: the git checkout around it, see
 	// renderKustomize).
 	RepoRoot string
+	// RemoteHosts are the hosts Kustomize remote resources and bases may be fetched
+	// from (kustomizeRemoteHosts); none: every remote entry is refused.
+	RemoteHosts []RemoteHost
 }
 
 // Rendered is the result of Render: the source kind and the objects in the order the
@@ -115,7 +118,7 @@ func Render(ctx context.Context, dir string, opts Options) (*Rendered, error) {
 	case SourceHelm:
 		objs, err = renderHelm(ctx, abs, b, opts)
 	case SourceKustomize:
-		objs, err = renderKustomize(ctx, abs, b)
+		objs, err = renderKustomize(ctx, abs, b, opts.RemoteHosts)
 	default:
 		objs, err = renderDirectory(ctx, abs)
 	}

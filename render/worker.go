@@ -334,6 +334,7 @@ var sentinels = map[string]error{
 	"outside-repository": ErrOutsideRepository,
 	"not-regular":        ErrNotRegular,
 	"remote":             ErrRemote,
+	"remote-fetch":       ErrRemoteFetch,
 	"unsupported":        ErrUnsupported,
 	"deadline":           ErrDeadline,
 	"not-exist":          fs.ErrNotExist,
