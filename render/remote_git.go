@@ -1,9 +1,11 @@
 package render
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"path"
 	"strings"
@@ -149,11 +151,21 @@ func (r *remoteFetcher) fetchGit(t *remoteTree, spec *remoteSpec) error {
 		return fail(r.gitError(err))
 	}
 	defer resp.Close()
-	st := &heldStorage{Storage: memory.NewStorage(), f: r}
-	defer st.release()
-	if err := packfile.UpdateObjectStorage(st, demuxSideband(req.Capabilities, resp)); err != nil {
+	// The pack is read whole (within the network bound) and its objects' sizes are
+	// checked before any is unpacked: a few KiB of pack can inflate to gigabytes.
+	pack, err := io.ReadAll(demuxSideband(req.Capabilities, resp))
+	if err != nil {
 		return fail(r.gitError(err))
 	}
+	if err := checkPackSizes(pack); err != nil {
+		return fail(err)
+	}
+	st := &heldStorage{Storage: memory.NewStorage(), f: r}
+	defer st.release()
+	if err := packfile.UpdateObjectStorage(st, bytes.NewReader(pack)); err != nil {
+		return fail(r.gitError(err))
+	}
+	pack = nil
 	commit, err := commitOf(st, want)
 	if err != nil {
 		return fail(err)
@@ -196,6 +208,78 @@ func (r *remoteFetcher) fetchGit(t *remoteTree, spec *remoteSpec) error {
 	}
 	t.sub = spec.sub
 	return nil
+}
+
+// checkPackSizes refuses a pack whose objects, unpacked, would exceed a file's
+// bound or together the render's: the size of a whole object is in its header, a
+// delta's result in the first bytes of the delta, so this reads no object whole.
+func checkPackSizes(pack []byte) error {
+	sc := packfile.NewScanner(bytes.NewReader(pack))
+	_, count, err := sc.Header()
+	if err != nil {
+		return err
+	}
+	var total int64
+	for i := uint32(0); i < count; i++ {
+		oh, err := sc.NextObjectHeader()
+		if err != nil {
+			return err
+		}
+		size := oh.Length
+		if oh.Type.IsDelta() {
+			head := &headWriter{}
+			if _, _, err := sc.NextObject(head); err != nil {
+				return err
+			}
+			size = deltaTargetSize(head.b)
+		} else {
+			if size > maxFileSize {
+				return fmt.Errorf("it holds an object of %d bytes, over %d MiB (a bound of the sidecar)", size, maxFileSize>>20)
+			}
+			if _, _, err := sc.NextObject(io.Discard); err != nil {
+				return err
+			}
+		}
+		if size > maxFileSize {
+			return fmt.Errorf("it holds an object of %d bytes, over %d MiB (a bound of the sidecar)", size, maxFileSize>>20)
+		}
+		if total += size; total > maxRemoteHeldBytes {
+			return fmt.Errorf("it unpacks to more than %d MiB (a bound of the sidecar)", maxRemoteHeldBytes>>20)
+		}
+	}
+	return nil
+}
+
+// headWriter keeps the first bytes written to it and drops the rest.
+type headWriter struct{ b []byte }
+
+func (w *headWriter) Write(p []byte) (int, error) {
+	if room := 32 - len(w.b); room > 0 {
+		w.b = append(w.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+// deltaTargetSize reads the size of a git delta's result: after the base's size,
+// both little-endian base-128 numbers. A delta too short to say is "too large".
+func deltaTargetSize(d []byte) int64 {
+	var sizes [2]int64
+	for k := range sizes {
+		var shift uint
+		for {
+			if len(d) == 0 || shift > 56 {
+				return math.MaxInt64
+			}
+			c := d[0]
+			d = d[1:]
+			sizes[k] |= int64(c&0x7f) << shift
+			shift += 7
+			if c&0x80 == 0 {
+				break
+			}
+		}
+	}
+	return sizes[1]
 }
 
 // gitError says what a git transport error means to the app's owner.

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -140,7 +142,7 @@ type remoteFixture struct {
 	hosts []RemoteHost
 }
 
-func newRemoteFixture(t *testing.T, allowed ...string) *remoteFixture {
+func newRemoteFixture(t testing.TB, allowed ...string) *remoteFixture {
 	f := &remoteFixture{repo: t.TempDir()}
 	for _, a := range allowed {
 		h, err := ParseRemoteHost(a)
@@ -314,7 +316,12 @@ func TestKustomizeRemoteBounded(t *testing.T) {
 	defer close(stop)
 	fx := newRemoteFixture(t, srv.URL)
 
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
 	_, err := fx.render(t, context.Background(), map[string]string{"kustomization.yaml": "resources:\n- " + srv.URL + "/endless.yaml\n"})
+	runtime.ReadMemStats(&after)
+	t.Logf("endless file: %v after %s, %d MiB allocated", err, time.Since(start).Round(time.Millisecond), (after.TotalAlloc-before.TotalAlloc)>>20)
 	if !errors.Is(err, ErrRemoteFetch) || !strings.Contains(err.Error(), "MiB") || !strings.Contains(err.Error(), "a bound of the sidecar") {
 		t.Errorf("endless file: %v, want the bound named", err)
 	}
@@ -345,7 +352,7 @@ func deploymentYAML(tag string) string {
 	return "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers:\n      - name: web\n        image: ghcr.io/example/web:" + tag + "\n"
 }
 
-func newGitBases(t *testing.T, opts ...gittest.Option) *gitBases {
+func newGitBases(t testing.TB, opts ...gittest.Option) *gitBases {
 	t.Helper()
 	g := &gitBases{srv: gittest.New(t, opts...)}
 	g.url = g.srv.Init(t, "bases.git", map[string]string{
@@ -523,4 +530,39 @@ func FuzzRemoteEntry(f *testing.F) {
 		}
 		_ = redactRef(s)
 	})
+}
+
+// A pack of a few KiB that unpacks to more than a file's bound is refused from the
+// objects' headers, before any is unpacked.
+func TestKustomizeRemoteGitPackBomb(t *testing.T) {
+	g := newGitBases(t)
+	g.srv.Commit(t, "bases.git", "main", map[string]string{"base/zeros.bin": strings.Repeat("\x00", maxFileSize+1)}, "65 MiB of zeros")
+	fx := newRemoteFixture(t, g.srv.URL)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	err := fx.renderEntry(t, g.url+"//base?ref=main")
+	runtime.ReadMemStats(&after)
+	allocated := (after.TotalAlloc - before.TotalAlloc) >> 20
+	// allocations of the package's other tests count too: logged, not asserted
+	t.Logf("%v after %s, %d MiB allocated", err, time.Since(start).Round(time.Millisecond), allocated)
+	wantError(t, err, ErrRemoteFetch, fmt.Sprintf("it holds an object of %d bytes, over 64 MiB (a bound of the sidecar)", maxFileSize+1))
+}
+
+func TestDeltaTargetSize(t *testing.T) {
+	for _, c := range []struct {
+		d    []byte
+		want int64
+	}{
+		{[]byte{0x05, 0x0a}, 10},
+		{[]byte{0x80, 0x01, 0x80, 0x80, 0x01}, 1 << 14},
+		{[]byte{0x05}, math.MaxInt64},
+		{[]byte{0x05, 0x80}, math.MaxInt64},
+		{nil, math.MaxInt64},
+	} {
+		if got := deltaTargetSize(c.d); got != c.want {
+			t.Errorf("deltaTargetSize(%x) = %d, want %d", c.d, got, c.want)
+		}
+	}
 }
