@@ -46,6 +46,7 @@ type Daemon struct {
 	// or no notifier given).
 	Tracker   *Tracker
 	Refresher *Refresher
+	watch     *watchSaver // keeps the Tracker's watch list across restarts
 	pins      PinWriter
 	workers   *render.Workers // nil: renders in this process
 	// batch resolves for renders and the socket API: each resolution in the
@@ -163,6 +164,11 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		d.Tracker = NewTracker(cfg.MaxTrackedApps, cfg.ForgetAfter, cfg.ControlPlaneNamespace, d.Metrics)
 		d.Refresher = NewRefresher(d.Tracker, d.Resolver, o.notifier, cfg.RefreshInterval, every, cfg.FetchTimeout, o.log)
 		d.Refresher.pins = d.pins
+		var store watchStore = newFileStore(filepath.Join(filepath.Dir(cfg.Socket), watchFileName))
+		if shared != nil {
+			store = &redisStore{r: shared, ttl: cfg.ForgetAfter}
+		}
+		d.watch = &watchSaver{t: d.Tracker, store: store, period: watchSavePeriod, log: o.log}
 	}
 	return d, nil
 }
@@ -282,6 +288,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	} else {
 		close(loopDone)
 	}
+	watchDone := make(chan struct{})
+	if d.watch != nil {
+		d.watch.load(ctx)
+		go func() { defer close(watchDone); d.watch.run(loopCtx) }()
+	} else {
+		close(watchDone)
+	}
 	pinsDone := make(chan struct{})
 	if d.pins != nil {
 		go func() { defer close(pinsDone); d.pins.Run(loopCtx) }()
@@ -308,7 +321,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.ready.Store(false)
 	stopLoop()
 	<-loopDone
-	<-pinsDone // the writer flushes what is queued, bounded
+	<-pinsDone  // the writer flushes what is queued, bounded
+	<-watchDone // the watch list's last changes are saved, bounded
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
 	for _, srv := range servers {

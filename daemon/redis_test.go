@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache/redistest"
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
@@ -30,8 +31,15 @@ func startReplica(t *testing.T, redisAddr string) *replica {
 	cfg := testConfig()
 	cfg.Socket = socketPath(t)
 	cfg.Redis.Address = redisAddr
-	d, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)),
-		WithRemoteOptions(resolve.WithRetry(fastRetry), resolve.WithKeychain(authn.NewMultiKeychain())))
+	return startStoppable(t, cfg)
+}
+
+// startStoppable starts a daemon that the test may stop (and start again) midway.
+func startStoppable(t *testing.T, cfg config.Config, opts ...Option) *replica {
+	t.Helper()
+	opts = append([]Option{WithLogger(slog.New(slog.DiscardHandler)),
+		WithRemoteOptions(resolve.WithRetry(fastRetry), resolve.WithKeychain(authn.NewMultiKeychain()))}, opts...)
+	d, err := New(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -282,6 +282,7 @@ func (t *Tracker) refreshed(c appCheck, changes []change, adopt bool) {
 		return
 	}
 	a.pendingSince = time.Time{}
+	t.markAppLocked(a) // the references adopted are what a restarted daemon compares against
 	for _, s := range a.sources {
 		for i, im := range s.images {
 			for _, ch := range changes {

@@ -92,6 +92,15 @@ type trackedSource struct {
 	images                  []RenderedImage
 	rendered                time.Time
 	pins                    *pinSource
+	saved                   time.Time // rendered time as last written to the watch list
+}
+
+// sameSource reports whether two renders of a source watch the same thing.
+func sameSource(a, b *trackedSource) bool {
+	return a.revision == b.revision && (a.pins == nil) == (b.pins == nil) &&
+		slices.EqualFunc(a.images, b.images, func(x, y RenderedImage) bool {
+			return x.key == y.key && x.Ref == y.Ref && x.Alias == y.Alias
+		})
 }
 
 // trackedApp is an app the refresh loop watches.
@@ -128,6 +137,9 @@ type Tracker struct {
 	namespace   string // control-plane namespace
 	now         func() time.Time
 	m           *Metrics
+	// dirty are the sources (app, repository, path) changed since the watch list
+	// was last saved (watchlist.go).
+	dirty map[string]struct{}
 }
 
 // NewTracker returns a Tracker keeping at most max apps for forgetAfter after their
@@ -169,6 +181,7 @@ func (t *Tracker) Remember(r Render) error {
 	if len(r.Images) == 0 {
 		// Nothing to watch in this source (any more).
 		if ok {
+			t.markLocked(r.App, key)
 			delete(a.sources, key)
 			if len(a.sources) == 0 {
 				t.dropLocked(a, "no-images")
@@ -189,7 +202,16 @@ func (t *Tracker) Remember(r Render) error {
 	for i := range images {
 		images[i].key = images[i].Request.Key()
 	}
-	a.sources[key] = &trackedSource{repoURL: r.RepoURL, path: r.Path, revision: r.Revision, images: images, rendered: now, pins: r.pins}
+	src := &trackedSource{repoURL: r.RepoURL, path: r.Path, revision: r.Revision, images: images, rendered: now, pins: r.pins}
+	// The watch list is written when a source changes, not at every render of it:
+	// an unchanged source is written again only once its saved time has aged by a
+	// tenth of forgetAfter (so a restart forgets it at most that much early).
+	if old := a.sources[key]; old != nil && sameSource(old, src) && now.Sub(old.saved) < t.forgetAfter/10 {
+		src.saved = old.saved
+	} else {
+		t.markLocked(r.App, key)
+	}
+	a.sources[key] = src
 	// The app rendered again: what it shows now is what the loop compares against.
 	a.pendingSince, a.attempts, a.nextAttempt = time.Time{}, 0, time.Time{}
 	for len(t.apps) > t.max {
@@ -211,6 +233,7 @@ func (t *Tracker) Forget(name, reason string) {
 }
 
 func (t *Tracker) dropLocked(a *trackedApp, reason string) {
+	t.markAppLocked(a)
 	t.order.Remove(a.elem)
 	delete(t.apps, a.name)
 	t.m.Forgotten.WithLabelValues(reason).Inc()
@@ -227,6 +250,7 @@ func (t *Tracker) expire() {
 		e = e.Prev()
 		for k, s := range a.sources {
 			if s.rendered.Before(cutoff) {
+				t.markLocked(a.name, k)
 				delete(a.sources, k)
 			}
 		}
