@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http/httpproxy"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
@@ -72,7 +73,7 @@ func newRemoteFetcher(ctx context.Context, hosts []RemoteHost) *remoteFetcher {
 	r.netLeft.Store(maxRemoteNetBytes)
 	r.heldLeft.Store(maxRemoteHeldBytes)
 	r.transport = &http.Transport{
-		Proxy:                  nil, // a render reaches the allowed hosts themselves
+		Proxy:                  proxyFromEnvironment(), // as the registry requests do (the daemon gives its workers these variables)
 		DialContext:            (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 		TLSHandshakeTimeout:    10 * time.Second,
 		ResponseHeaderTimeout:  remoteHeaderWait,
@@ -91,6 +92,12 @@ func newRemoteFetcher(ctx context.Context, hosts []RemoteHost) *remoteFetcher {
 		Jar: nil,
 	}
 	return r
+}
+
+// proxyFromEnvironment is http.ProxyFromEnvironment read now, not once per process.
+func proxyFromEnvironment() func(*http.Request) (*url.URL, error) {
+	proxy := httpproxy.FromEnvironment().ProxyFunc()
+	return func(req *http.Request) (*url.URL, error) { return proxy(req.URL) }
 }
 
 // close drops the fetcher's connections.

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -564,5 +565,31 @@ func TestDeltaTargetSize(t *testing.T) {
 		if got := deltaTargetSize(c.d); got != c.want {
 			t.Errorf("deltaTargetSize(%x) = %d, want %d", c.d, got, c.want)
 		}
+	}
+}
+
+// With HTTP(S)_PROXY set, remote entries go through the proxy (as registry
+// requests do); the allow-list is checked against the entry's host.
+func TestKustomizeRemoteThroughProxy(t *testing.T) {
+	var seen []string
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Method+" "+r.URL.String())
+		fmt.Fprint(w, remoteCM)
+	}))
+	defer proxy.Close()
+	t.Setenv("HTTP_PROXY", proxy.URL)
+	t.Setenv("NO_PROXY", "")
+	fx := newRemoteFixture(t, "http://manifests.example")
+	got, err := fx.render(t, context.Background(), map[string]string{"kustomization.yaml": "resources:\n- http://manifests.example/cm.yaml\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got, "from: the remote host") || !reflect.DeepEqual(seen, []string{"GET http://manifests.example/cm.yaml"}) {
+		t.Errorf("proxy saw %v; render:\n%s", seen, got)
+	}
+	err = newRemoteFixture(t, "http://manifests.example").renderEntry(t, "http://elsewhere.example/cm.yaml")
+	wantError(t, err, ErrRemote, "the host elsewhere.example is not in kustomizeRemoteHosts")
+	if len(seen) != 1 {
+		t.Errorf("a host not allowed reached the proxy: %v", seen)
 	}
 }

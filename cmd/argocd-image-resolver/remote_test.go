@@ -72,3 +72,14 @@ func TestDaemonRendersAllowedRemoteBase(t *testing.T) {
 		t.Errorf("%d requests to the git server, want 2", n)
 	}
 }
+
+// A render worker gets what a process needs and the proxy variables (remote
+// Kustomize entries go through the daemon's proxy), never credentials or settings.
+func TestWorkerEnviron(t *testing.T) {
+	got := workerEnviron([]string{"PATH=/bin", "HOME=/home/x", "HTTPS_PROXY=http://proxy:3128", "no_proxy=.svc",
+		"REDIS_PASSWORD=secret", "IMAGE_RESOLVER_KUSTOMIZE_REMOTE_HOSTS=github.com", "AWS_SECRET_ACCESS_KEY=k", "DOCKER_CONFIG=/d"})
+	want := []string{"PATH=/bin", "HOME=/home/x", "HTTPS_PROXY=http://proxy:3128", "no_proxy=.svc"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("worker environment %q, want %q", got, want)
+	}
+}

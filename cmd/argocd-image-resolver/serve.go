@@ -120,13 +120,17 @@ func renderWorkerCommand() *exec.Cmd {
 // what a process needs to run. A render reads nothing from the environment (Argo
 // CD's variables come with each request), and a hostile chart runs in the worker:
 // credentials (REDIS_PASSWORD, tokens, DOCKER_CONFIG) and settings stay with the
-// daemon.
+// daemon. The proxy variables go along: a render fetches the Kustomize remote
+// entries an operator allowed (kustomizeRemoteHosts) through the proxy the daemon's
+// registry requests use; neither Helm's templates nor Kustomize without plugins can
+// read the environment.
 func workerEnviron(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "PATH", "HOME", "TMPDIR", "TZ", "LANG", "GODEBUG", "GOMAXPROCS":
+		case "PATH", "HOME", "TMPDIR", "TZ", "LANG", "GODEBUG", "GOMAXPROCS",
+			"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy":
 			out = append(out, kv)
 		}
 	}
