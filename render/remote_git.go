@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"net/url"
 	"path"
@@ -179,6 +180,9 @@ func (r *remoteFetcher) fetchGit(t *remoteTree, spec *remoteSpec) error {
 	err = tree.Files().ForEach(func(f *gitobject.File) error {
 		if f.Mode != filemode.Regular && f.Mode != filemode.Executable {
 			return nil
+		}
+		if !fs.ValidPath(f.Name) {
+			return fmt.Errorf("its tree names a file %q (a server that lies)", f.Name)
 		}
 		if files++; files > maxRemoteFiles {
 			return fmt.Errorf("more than %d files (a bound of the sidecar)", maxRemoteFiles)
