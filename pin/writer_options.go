@@ -1,0 +1,121 @@
+package pin
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// WriterOption configures a Writer.
+type WriterOption func(*Writer)
+
+// WithAuth sets the credentials for each repository: auth returns the
+// transport.AuthMethod for repoURL (e.g. *http.BasicAuth), or nil to try without
+// credentials, as git would. It is called at every Write, so a rotated secret
+// is used at the next push. Its errors must not carry a credential.
+func WithAuth(auth func(repoURL string) (transport.AuthMethod, error)) WriterOption {
+	return func(w *Writer) { w.auth = auth }
+}
+
+// WithAuthor sets the author (and committer) of pin commits.
+func WithAuthor(name, email string) WriterOption {
+	return func(w *Writer) {
+		if name != "" {
+			w.authorName = name
+		}
+		if email != "" {
+			w.authorEmail = email
+		}
+	}
+}
+
+// WithMessage sets the commit message template: a Go text/template over
+// MessageData ("" for DefaultMessage). A template that does not parse, or fails
+// over a sample commit, makes every Write fail with an error naming it (see
+// CheckMessage to check it beforehand).
+func WithMessage(tmpl string) WriterOption {
+	return func(w *Writer) {
+		if tmpl == "" {
+			w.message = nil
+			return
+		}
+		w.message = parseMessage(tmpl)
+	}
+}
+
+// WithBatchWindow sets how long submitted changes for one repository and branch
+// are gathered into one commit, from the first one queued (default 2s).
+func WithBatchWindow(d time.Duration) WriterOption {
+	return func(w *Writer) {
+		if d >= 0 {
+			w.window = d
+		}
+	}
+}
+
+// WithRetry sets how many times a Write tries (fetch, apply, commit, push) before
+// it gives up (default 5), and the pause after the first failed attempt, doubled
+// after each further one up to 30s, with jitter (default 1s).
+func WithRetry(attempts int, backoff time.Duration) WriterOption {
+	return func(w *Writer) {
+		if attempts > 0 {
+			w.attempts = attempts
+		}
+		if backoff >= 0 {
+			w.backoff = backoff
+		}
+	}
+}
+
+// WithBranchCreation lets the writer create a branch that does not exist, from
+// the tip of the remote's default branch (a pin-branch for a pull-request flow).
+// Without it, a missing branch is an error (ErrBranchNotFound).
+func WithBranchCreation(allow bool) WriterOption {
+	return func(w *Writer) { w.create = allow }
+}
+
+// WithAttemptTimeout bounds the network operations of one attempt (default 2m),
+// within the context given.
+func WithAttemptTimeout(d time.Duration) WriterOption {
+	return func(w *Writer) {
+		if d > 0 {
+			w.attemptTimeout = d
+		}
+	}
+}
+
+// WithFlushTimeout bounds how long Run goes on writing what is queued after its
+// context ends (default 30s).
+func WithFlushTimeout(d time.Duration) WriterOption {
+	return func(w *Writer) {
+		if d > 0 {
+			w.flushTimeout = d
+		}
+	}
+}
+
+// WithMetrics registers the writer's metrics with reg: pin_commits_total,
+// pin_pushes_total{outcome}, pin_push_retries_total, pin_conflicts_total and
+// pins_pending, prefixed argocd_image_resolver_. Writers given the same reg
+// share them.
+func WithMetrics(reg prometheus.Registerer) WriterOption {
+	return func(w *Writer) { w.metrics = newWriterMetrics(reg) }
+}
+
+// WithOnResult is told, for every app of a submitted batch, how its write ended
+// (nil: committed, or nothing to commit), so that the app's next render can say
+// why its pins are not in git.
+func WithOnResult(f func(app string, err error)) WriterOption {
+	return func(w *Writer) { w.onResult = f }
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) WriterOption {
+	return func(w *Writer) {
+		if l != nil {
+			w.log = l
+		}
+	}
+}
