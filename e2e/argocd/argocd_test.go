@@ -51,6 +51,7 @@ var scenarios = []struct {
 	{"create-manifests-diff-sync", testCreateManifestsDiffSync},
 	{"parameters-announcement", testParametersAnnouncement},
 	{"sample-apps", testSampleApps},
+	{"kustomize-remote-base", testKustomizeRemoteBase},
 	{"policy-from-parameters", testPolicyFromParameters},
 	{"errors", testErrors},
 	{"registry-down", testRegistryDown},
@@ -351,6 +352,67 @@ func testSampleApps(t *testing.T, lab *Lab) {
 			}
 			diff(t, lab, 0, tc.app)
 		})
+	}
+}
+
+// testKustomizeRemoteBase: an overlay whose base is a git URL on the lab's git
+// server, which the sidecar allows (IMAGE_RESOLVER_KUSTOMIZE_REMOTE_HOSTS): Argo
+// CD's render through the plugin fetches the base at its ref and resolves its
+// image as for the vendored overlay; a base on a host not allowed is refused with
+// the setting named in the app's condition.
+func testKustomizeRemoteBase(t *testing.T, lab *Lab) {
+	work := lab.GitWork
+	policy, err := os.ReadFile(filepath.Join(work, "apps", "kustomize-overlay", "overlay", ".argocd-image-resolver.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"apps/remote-base/.argocd-image-resolver.yaml": string(policy),
+		"apps/remote-base/kustomization.yaml":          "namespace: shop-remote\nresources:\n- " + lab.GitURL + "//apps/kustomize-overlay/base?ref=main\n",
+		"apps/remote-refused/kustomization.yaml":       "resources:\n- https://github.com/example/base//deploy?ref=v1\n",
+	}
+	if _, err := lab.must("", "git", "-C", work, "pull", "-q", "--ff-only", "origin", "main"); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		p := filepath.Join(work, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range [][]string{
+		{"git", "-C", work, "add", "-A"},
+		{"git", "-C", work, "-c", "user.name=e2e", "-c", "user.email=e2e@127.0.0.1", "commit", "-q", "-m", "apps with remote bases"},
+		{"git", "-C", work, "push", "-q", "origin", "main"},
+	} {
+		if _, err := lab.must("", c...); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	createApp(t, lab, "remote-base", "apps/remote-base", "shop-remote")
+	waitCompared(t, lab, "remote-base")
+	api := get(t, manifests(t, lab, "remote-base"), "Deployment/api")
+	wantImages(t, "argocd app manifests", api, apiRepo+":1.4.2")
+	wantAnnotation(t, api, annResolved, "api="+apiRepo+":1.4.2 (semver >=1.0.0 <2.0.0; platforms linux/amd64)")
+	syncApp(t, lab, "remote-base")
+	wantImages(t, "kubectl get", live(t, lab, "shop-remote", "deployment", "api"), apiRepo+":1.4.2")
+
+	// Argo CD refuses to create an app that cannot render: applied as a resource.
+	f, err := lab.WriteAppFile(AppSpec{Name: "remote-refused", Path: "apps/remote-refused", Namespace: "shop-remote"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lab.must("", "kubectl", "apply", "-f", f); err != nil {
+		t.Fatal(err)
+	}
+	a := waitApp(t, lab, "remote-refused", "ComparisonError", HasCondition("ComparisonError"))
+	if msg := a.Condition("ComparisonError"); !strings.Contains(msg, `resources entry "https://github.com/example/base//deploy?ref=v1": remote references are not fetched by the sidecar`) ||
+		!strings.Contains(msg, "kustomizeRemoteHosts") {
+		t.Errorf("ComparisonError of a base on a host not allowed: %q", msg)
 	}
 }
 

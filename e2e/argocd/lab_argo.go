@@ -5,6 +5,7 @@ package argocde2e
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +16,8 @@ import (
 // child, Argo CD's argocd-cmp-server serving the checkout's plugin.yaml on the plugins
 // socket directory that repo-server shares. Short TTLs, so that a hard refresh right
 // after a push sees the new tag. IMAGE_RESOLVER_DEFAULT_PLATFORMS=linux/amd64 stands
-// for the pod's own architecture.
+// for the pod's own architecture. The lab's git server is an allowed host of
+// Kustomize remote bases.
 func (l *Lab) StartSidecar() error {
 	plugin, err := os.ReadFile(filepath.Join(l.Paths.Root, "plugin.yaml"))
 	if err != nil {
@@ -37,6 +39,10 @@ func (l *Lab) StartSidecar() error {
 		"IMAGE_RESOLVER_DEFAULT_PLATFORMS=linux/amd64",
 		"KUBECONFIG="+l.SidecarKubeconfig,
 	)
+	if u, err := url.Parse(l.GitURL); err == nil && u.Host != "" {
+		// the lab's git server, for apps whose Kustomize bases are remote
+		env = append(env, "IMAGE_RESOLVER_KUSTOMIZE_REMOTE_HOSTS=http://"+u.Host)
+	}
 	p, err := l.start("sidecar", env, "argocd-image-resolver", "sidecar",
 		"--socket", l.DaemonSocket(), "--refresh-interval", l.RefreshInterval,
 		"--metrics-addr", l.SidecarAddr, "--registries-config", l.registriesConfig(),
