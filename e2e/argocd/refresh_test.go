@@ -21,7 +21,7 @@ const (
 // visible). A new tag of demo/web makes the loop annotate exactly the apps whose
 // answer changed, once each; an app in another namespace is refreshed once the
 // operator adds deploy/rbac-apps-in-any-namespace.yaml there; a restarted daemon
-// refreshes nothing until apps render again.
+// goes on watching the same apps without a render.
 func TestRefreshLoopKubeAPI(t *testing.T) {
 	versions, err := Versions(paths)
 	if err != nil {
@@ -100,19 +100,31 @@ func TestRefreshLoopKubeAPI(t *testing.T) {
 	wantMetric(t, lab, metricRequested, 3)
 	wantMetric(t, lab, metricAlreadyPending, 0)
 
-	// A restarted daemon remembers nothing and refreshes nothing; a render
-	// registers the app again, with the answer it rendered, so nothing is news.
+	// A restarted daemon goes on watching what it watched (the watch list it saved
+	// beside its socket), without a render: nothing is news until a tag is. The
+	// annotations are cleared first, as Argo CD does when it renders.
+	for _, a := range apps {
+		if _, err := lab.must("", "kubectl", "-n", a.app.Namespace, "annotate", "application", a.app.Name, RefreshAnnotation+"-"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := lab.RestartSidecar(); err != nil {
 		t.Fatal(err)
 	}
-	wantMetric(t, lab, metricTracked, 0)
-	if _, err := lab.RenderKubeApp(apps[0].app, apps[0].images...); err != nil {
-		t.Fatal(err)
+	wantMetric(t, lab, metricTracked, 4)
+	if lines := lab.LogLines("sidecar", "watch list restored", "apps=4"); len(lines) != 1 {
+		t.Errorf("%d log lines saying the watch list of 4 apps was restored, want 1", len(lines))
 	}
 	time.Sleep(3 * time.Second)
-	wantMetric(t, lab, metricTracked, 1)
 	wantMetric(t, lab, metricRequested, 0)
 	wantMetric(t, lab, metricFailed, 0)
+	if err := lab.SeedTag("demo/web", "1.7.0"); err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(t, lab, metricRequested, 3, time.Minute)
+	if got := annotated(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("refresh annotations after the restart and a new tag %v, want %v", got, want)
+	}
 }
 
 func wantMetric(t *testing.T, lab *Lab, sample string, want float64) {
