@@ -233,7 +233,12 @@ func (t *Tracker) Forget(name, reason string) {
 }
 
 func (t *Tracker) dropLocked(a *trackedApp, reason string) {
-	t.markAppLocked(a)
+	// An app dropped for its age or the limit stays in the watch list: with Redis
+	// another replica may render it still, and a daemon that loads the list drops
+	// what is too old itself. The others (gone, opted out, nothing to watch) go.
+	if reason != "idle" && reason != "limit" {
+		t.markAppLocked(a)
+	}
 	t.order.Remove(a.elem)
 	delete(t.apps, a.name)
 	t.m.Forgotten.WithLabelValues(reason).Inc()
@@ -250,8 +255,7 @@ func (t *Tracker) expire() {
 		e = e.Prev()
 		for k, s := range a.sources {
 			if s.rendered.Before(cutoff) {
-				t.markLocked(a.name, k)
-				delete(a.sources, k)
+				delete(a.sources, k) // kept in the watch list, as an idle app (dropLocked)
 			}
 		}
 		if len(a.sources) == 0 {

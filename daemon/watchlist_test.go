@@ -208,4 +208,11 @@ func TestWatchListWritesChangesOnly(t *testing.T) {
 	if n := writes(); n != 1 {
 		t.Errorf("changed reference: %d writes, want 1", n)
 	}
+	// Forgotten for its age, an app stays in the list (another replica sharing it
+	// may render it still; a daemon that loads the list drops what is too old).
+	now = now.Add(11 * time.Hour)
+	tr.expire()
+	if tr.Len() != 0 || writes() != 0 {
+		t.Errorf("idle app: tracked %d, %d writes; want 0 and 0 (not deleted from the list)", tr.Len(), writes())
+	}
 }
