@@ -62,3 +62,19 @@ func (r *Redis) State(ctx context.Context, name string) (map[string][]byte, erro
 	}
 	return out, nil
 }
+
+// Claim takes name for ttl if no daemon holds it: true when this call took it.
+// Replicas use it so that one of them acts on what they all see (a refresh of an
+// app for one change). While Redis is unavailable it returns an error and the
+// caller acts on its own.
+func (r *Redis) Claim(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+	if !r.Up() {
+		return false, errRedisDown
+	}
+	ok, err := r.c.SetNX(ctx, r.o.KeyPrefix+redisFormat+":claim:"+name, "1", ttl).Result()
+	if err != nil {
+		r.failed(ctx, redisOpWrite, err)
+		return false, err
+	}
+	return ok, nil
+}

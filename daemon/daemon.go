@@ -167,6 +167,7 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		var store watchStore = newFileStore(filepath.Join(filepath.Dir(cfg.Socket), watchFileName))
 		if shared != nil {
 			store = &redisStore{r: shared, ttl: cfg.ForgetAfter}
+			d.Refresher.claims = shared
 		}
 		d.watch = &watchSaver{t: d.Tracker, store: store, period: watchSavePeriod, log: o.log}
 	}

@@ -2,8 +2,11 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +41,7 @@ const (
 	outcomeSkippedInterval = "skipped-interval"
 	outcomeFailed          = "failed"
 	outcomeAppGone         = "app-gone"
+	outcomeOtherReplica    = "other-replica"
 )
 
 // Refresh loop defaults.
@@ -69,6 +73,14 @@ type Refresher struct {
 	limiter  *rate.Limiter
 	log      *slog.Logger
 	m        *Metrics
+	// claims, when the replicas share Redis, lets one replica ask for the refresh
+	// of one change; nil: each replica asks on its own.
+	claims Claimer
+}
+
+// Claimer takes a name for a time if no replica holds it (cache.Redis.Claim).
+type Claimer interface {
+	Claim(ctx context.Context, name string, ttl time.Duration) (bool, error)
 }
 
 // NewRefresher returns the loop over tracker's apps, resolving through batch and
@@ -180,6 +192,14 @@ func (r *Refresher) check(ctx context.Context, c appCheck) {
 	if r.notifier == nil {
 		return // no Kubernetes API: only pins can be committed
 	}
+	if !r.claim(ctx, c, changes) {
+		// Another replica saw the same change first and asks for it: expect the
+		// new answers, as if this one had asked.
+		r.tracker.refreshed(c, changes, true)
+		r.m.Refreshes.WithLabelValues(outcomeOtherReplica).Inc()
+		r.log.Debug("refresh asked by another replica", "app", c.name)
+		return
+	}
 	requested, err := r.notifier.HardRefresh(ctx, c.app)
 	switch {
 	case errors.Is(err, notify.ErrAppGone):
@@ -207,6 +227,26 @@ func (r *Refresher) check(ctx context.Context, c appCheck) {
 		r.log.Info(msg, "app", c.name, "application", c.app.String(), "image", strings.Join(images, ", "),
 			"old", strings.Join(olds, ", "), "new", strings.Join(news, ", "), "outcome", outcome)
 	}
+}
+
+// claim reports whether this replica asks for the refresh of app c for changes:
+// with shared Redis, the first replica to see a change claims it for two passes,
+// long enough for the others, which read the same shared tag lists, to see it too;
+// a render that lands on a replica with an older list and shows the old tag is
+// asked for again after that, as without Redis. Without Redis, or while it is
+// unavailable, every replica asks.
+func (r *Refresher) claim(ctx context.Context, c appCheck, changes []change) bool {
+	if r.claims == nil {
+		return true
+	}
+	parts := []string{c.app.String()}
+	for _, ch := range changes {
+		parts = append(parts, ch.req.Key()+"\x00"+ch.old+"\x00"+ch.new)
+	}
+	slices.Sort(parts[1:]) // the same change, however a replica ordered it
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x01")))
+	ok, err := r.claims.Claim(ctx, "refresh:"+hex.EncodeToString(h[:16]), 2*r.every)
+	return ok || err != nil
 }
 
 // commitPins queues the new pins of a pin-mode use app: the commit makes Argo CD

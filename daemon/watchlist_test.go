@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -214,5 +215,55 @@ func TestWatchListWritesChangesOnly(t *testing.T) {
 	tr.expire()
 	if tr.Len() != 0 || writes() != 0 {
 		t.Errorf("idle app: tracked %d, %d writes; want 0 and 0 (not deleted from the list)", tr.Len(), writes())
+	}
+}
+
+// Replicas sharing Redis ask for one refresh per change between them: the first
+// to see the change claims it, the others expect the new answers; without Redis
+// each replica asks on its own.
+func TestReplicasAskOnceForAChange(t *testing.T) {
+	for _, shared := range []bool{true, false} {
+		t.Run(fmt.Sprintf("redis=%v", shared), func(t *testing.T) {
+			s := rt.New(t)
+			pushTags(t, s, "web", "linux/amd64", "1.0.0", "1.1.0")
+			addr := ""
+			if shared {
+				addr = redistest.Start(t).Addr
+			}
+			var notifiers []*fakeNotifier
+			var replicas []*replica
+			for range 3 {
+				cfg := testConfig()
+				cfg.Socket = socketPath(t)
+				cfg.Redis.Address = addr
+				cfg.RefreshAhead = 0
+				cfg.TagTTL = time.Second
+				n := &fakeNotifier{}
+				r := startStoppable(t, cfg, WithNotifier(n), WithRefreshEvery(time.Hour))
+				watchedApp(t, s, cfg.Socket) // Argo CD spreads renders over the replicas
+				notifiers, replicas = append(notifiers, n), append(replicas, r)
+			}
+			pushTags(t, s, "web", "linux/amd64", "1.0.0", "1.1.0", "1.2.0")
+			time.Sleep(1100 * time.Millisecond) // the tag lists expire
+			calls := func() int {
+				total := 0
+				for _, n := range notifiers {
+					total += n.count()
+				}
+				return total
+			}
+			for round := range 2 {
+				for _, r := range replicas {
+					r.d.Refresher.Pass(context.Background())
+				}
+				want := 1
+				if !shared {
+					want = 3
+				}
+				if got := calls(); got != want {
+					t.Errorf("pass %d: %d refreshes asked for one change, want %d", round+1, got, want)
+				}
+			}
+		})
 	}
 }
