@@ -81,6 +81,9 @@ type Report struct {
 	Stale []string
 	// Notes are warnings for stderr.
 	Notes []string
+	// Remote are the remote Kustomize inputs the render fetched (an operator's
+	// kustomizeRemoteHosts), with the commit of each git repository.
+	Remote []render.RemoteInput
 	// Refresh is the app's refresh mode (plugin.RefreshHard, or RefreshOff when it
 	// opted out of the daemon's refresh loop).
 	Refresh string
@@ -135,7 +138,7 @@ func (p *Pipeline) render(ctx context.Context, dir string, env *plugin.Env) ([]b
 	if err != nil {
 		return nil, nil, err
 	}
-	report := &Report{Kind: rendered.Kind, Notes: pol.Warnings, Refresh: pol.Refresh, PinMode: pol.PinMode, Pins: pol.Pins}
+	report := &Report{Kind: rendered.Kind, Notes: pol.Warnings, Remote: rendered.Remote, Refresh: pol.Refresh, PinMode: pol.PinMode, Pins: pol.Pins}
 	if pol.PinMode != plugin.PinOff {
 		if report.Held, err = readPins(dir, pol); err != nil {
 			return nil, report, err

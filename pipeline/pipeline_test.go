@@ -317,4 +317,21 @@ func TestReportWriters(t *testing.T) {
 	}
 	var nilReport *Report
 	nilReport.WriteNotes(&notes) // a render that failed before the policy was read
+
+	// What a Kustomize render fetched from allowed hosts: in the table, the notes
+	// and the JSON view.
+	report.Remote = []render.RemoteInput{{Entry: "https://git.example/org/base//deploy?ref=main", Fetched: "https://git.example/org/base", Commit: "0123abcd"}}
+	table.Reset()
+	notes.Reset()
+	if err := report.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	report.WriteNotes(&notes)
+	line := "https://git.example/org/base//deploy?ref=main (git https://git.example/org/base at commit 0123abcd)"
+	if !strings.Contains(table.String(), "remote: "+line+"\n") || !strings.Contains(notes.String(), "argocd-image-resolver: fetched: "+line+"\n") {
+		t.Errorf("fetched input not reported:\n%s\n%s", table.String(), notes.String())
+	}
+	if v := report.View(); len(v.Remote) != 1 || v.Remote[0].Commit != "0123abcd" {
+		t.Errorf("view's remote inputs %+v", v.Remote)
+	}
 }

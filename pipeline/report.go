@@ -22,11 +22,17 @@ func (r *Report) WriteNotes(w io.Writer) {
 	for _, s := range r.Stale {
 		fmt.Fprintf(w, "argocd-image-resolver: stale: %s\n", s)
 	}
+	for _, in := range r.Remote {
+		fmt.Fprintf(w, "argocd-image-resolver: fetched: %s\n", in)
+	}
 }
 
 // WriteTable writes the report as preview's table: one row per image field.
 func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "source: %s\n", r.Kind)
+	for _, in := range r.Remote {
+		fmt.Fprintf(w, "remote: %s\n", in)
+	}
 	if len(r.Substitutions) == 0 {
 		_, err := fmt.Fprintln(w, "no image field is named by a policy; nothing to resolve")
 		return err
@@ -53,6 +59,8 @@ type ReportView struct {
 	Images []ImageView       `json:"images"`
 	Stale  []string          `json:"stale,omitempty"`
 	Notes  []string          `json:"notes,omitempty"`
+	// Remote are the remote Kustomize inputs fetched, with each git commit.
+	Remote []render.RemoteInput `json:"remote,omitempty"`
 }
 
 // ImageView is one image field of ReportView.
@@ -69,7 +77,7 @@ type ImageView struct {
 
 // View returns the report's JSON form.
 func (r *Report) View() ReportView {
-	v := ReportView{Source: r.Kind, Images: []ImageView{}, Stale: r.Stale, Notes: r.Notes}
+	v := ReportView{Source: r.Kind, Images: []ImageView{}, Stale: r.Stale, Notes: r.Notes, Remote: r.Remote}
 	for _, s := range r.Substitutions {
 		v.Images = append(v.Images, ImageView{Alias: s.Policy.Alias, Object: s.Use.Object.String(), Field: s.Use.Path,
 			InSource: s.Use.Raw, Resolved: s.NewRef, Why: Describe(s.Request, s.Answer.Result), Result: s.Answer.Result})

@@ -30,12 +30,12 @@ import (
 // Remote resources and bases are refused unless their host is in hosts
 // (kustomizeRemoteHosts); then they are fetched by the render itself, bounded, and
 // kustomize reads them from memory (see remoteFetcher).
-func renderKustomize(ctx context.Context, dir string, b *boundary, hosts []RemoteHost) ([]*kyaml.RNode, error) {
+func renderKustomize(ctx context.Context, dir string, b *boundary, hosts []RemoteHost) ([]*kyaml.RNode, []RemoteInput, error) {
 	if b.root == dir {
 		if top := gitCheckoutRoot(dir); top != "" {
 			wider, err := newBoundary(top, dir)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			b = wider
 		}
@@ -45,33 +45,33 @@ func renderKustomize(ctx context.Context, dir string, b *boundary, hosts []Remot
 	fs := &guardedFS{FileSystem: filesys.MakeFsOnDisk(), root: dir, b: b, remote: fetcher}
 	m, err := bounded(ctx, func() (resmap.ResMap, error) { return krusty.MakeKustomizer(kustomizeOptions()).Run(fs, dir) })
 	if errors.Is(err, ErrDeadline) {
-		return nil, fmt.Errorf("kustomize build: %w", err)
+		return nil, nil, fmt.Errorf("kustomize build: %w", err)
 	}
 	if ferr := fs.refused(); ferr != nil {
-		return nil, ferr
+		return nil, nil, ferr
 	}
 	if err != nil {
 		msg := err.Error()
 		switch {
 		case types.IsErrOnlyBuiltinPluginsAllowed(err) || strings.Contains(msg, "external plugins disabled"):
-			return nil, fmt.Errorf("kustomize build: %w: the kustomization uses a generator, transformer or validator plugin (exec, Go or KRM function); plugins are disabled in the sidecar, use built-in transformers: %v", ErrUnsupported, err)
+			return nil, nil, fmt.Errorf("kustomize build: %w: the kustomization uses a generator, transformer or validator plugin (exec, Go or KRM function); plugins are disabled in the sidecar, use built-in transformers: %v", ErrUnsupported, err)
 		case strings.Contains(msg, "--enable-helm"):
-			return nil, fmt.Errorf("kustomize build: %w: the kustomization inflates Helm charts (helmCharts); the sidecar does not run Helm inside Kustomize, point the application at the chart instead: %v", ErrUnsupported, err)
+			return nil, nil, fmt.Errorf("kustomize build: %w: the kustomization inflates Helm charts (helmCharts); the sidecar does not run Helm inside Kustomize, point the application at the chart instead: %v", ErrUnsupported, err)
 		}
-		return nil, fmt.Errorf("kustomize build: %w", err)
+		return nil, nil, fmt.Errorf("kustomize build: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []*kyaml.RNode
 	for i, res := range m.ToRNodeSlice() {
 		objs, err := printedObjects(res)
 		if err != nil {
-			return nil, fmt.Errorf("kustomize build: resource %d (%s): %w", i+1, objectRef(res), err)
+			return nil, nil, fmt.Errorf("kustomize build: resource %d (%s): %w", i+1, objectRef(res), err)
 		}
 		out = append(out, objs...)
 	}
-	return out, nil
+	return out, fetcher.inputs(), nil
 }
 
 // gitCheckoutRoot is the nearest directory at or above dir that holds .git, or "".

@@ -55,6 +55,7 @@ type remoteFetcher struct {
 
 	mu      sync.Mutex
 	fetched map[string]*remoteTree // by entry and role
+	order   []*remoteTree          // as fetched, for the render's report
 }
 
 // remoteTree is one fetched entry: a file or a git repository at a commit.
@@ -62,6 +63,8 @@ type remoteTree struct {
 	id     string // directory in mem
 	sub    string // path inside it that the entry names ("" for the whole tree)
 	source string // what was fetched, for messages (no credentials)
+	entry  string // the entry, without a URL's password
+	commit string // a git repository's commit
 	err    error
 }
 
@@ -98,6 +101,20 @@ func newRemoteFetcher(ctx context.Context, hosts []RemoteHost) *remoteFetcher {
 func proxyFromEnvironment() func(*http.Request) (*url.URL, error) {
 	proxy := httpproxy.FromEnvironment().ProxyFunc()
 	return func(req *http.Request) (*url.URL, error) { return proxy(req.URL) }
+}
+
+// inputs are the entries fetched, for the render's report.
+func (r *remoteFetcher) inputs() []RemoteInput {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []RemoteInput
+	for _, t := range r.order {
+		out = append(out, RemoteInput{Entry: t.entry, Fetched: t.source, Commit: t.commit})
+	}
+	return out
 }
 
 // close drops the fetcher's connections.
@@ -170,9 +187,11 @@ func (r *remoteFetcher) get(ref string, role remoteRole) (*remoteTree, error) {
 		return nil, fmt.Errorf("%w: more than %d remote entries in one render (a bound of the sidecar)", ErrRemoteFetch, maxRemoteFetches)
 	}
 	if !ok {
-		t = &remoteTree{}
+		t = &remoteTree{entry: redactRef(ref)}
 		r.fetched[key] = t
-		t.err = r.fetch(t, ref, role)
+		if t.err = r.fetch(t, ref, role); t.err == nil {
+			r.order = append(r.order, t)
+		}
 	}
 	r.mu.Unlock()
 	return t, t.err

@@ -176,6 +176,7 @@ func (r *remoteFetcher) fetchGit(t *remoteTree, spec *remoteSpec) error {
 		return fail(err)
 	}
 	t.id = treeID("git " + shown + " " + commit.Hash.String())
+	t.commit = commit.Hash.String()
 	files := 0
 	err = tree.Files().ForEach(func(f *gitobject.File) error {
 		if f.Mode != filemode.Regular && f.Mode != filemode.Executable {

@@ -499,6 +499,34 @@ func TestWorkersRemoteSameOutput(t *testing.T) {
 	if g, w := writeString(t, []*Rendered{got}), writeString(t, []*Rendered{want}); g != w || !strings.Contains(g, "web:1.0.0") {
 		t.Errorf("worker output differs from in-process:\n--- worker\n%s\n--- in process\n%s", g, w)
 	}
+	if !reflect.DeepEqual(got.Remote, want.Remote) || len(got.Remote) != 1 {
+		t.Errorf("worker reports fetched %v, in process %v", got.Remote, want.Remote)
+	}
+}
+
+// A render says what it fetched: each entry, and the commit a git ref named.
+func TestRemoteInputsReported(t *testing.T) {
+	g := newGitBases(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, remoteCM) }))
+	defer srv.Close()
+	fx := newRemoteFixture(t, g.srv.URL, srv.URL)
+	app := filepath.Join(fx.repo, "app")
+	secret := strings.Replace(srv.URL, "http://", "http://user:s3cret@", 1)
+	writeFiles(t, app, map[string]string{"kustomization.yaml": "resources:\n- " + g.url + "//base?ref=main\n- " + secret + "/cm.yaml\n"})
+	r, err := Render(context.Background(), app, Options{RepoRoot: fx.repo, RemoteHosts: fx.hosts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []RemoteInput{
+		{Entry: g.url + "//base?ref=main", Fetched: g.url, Commit: g.tip},
+		{Entry: srv.URL + "/cm.yaml", Fetched: srv.URL + "/cm.yaml"},
+	}
+	if !reflect.DeepEqual(r.Remote, want) {
+		t.Errorf("fetched %+v, want %+v", r.Remote, want)
+	}
+	if s := r.Remote[0].String(); s != g.url+"//base?ref=main (git "+g.url+" at commit "+g.tip+")" {
+		t.Errorf("report line %q", s)
+	}
 }
 
 func mustURL(t *testing.T, s string) *url.URL {

@@ -65,6 +65,28 @@ type Options struct {
 type Rendered struct {
 	Kind    SourceKind
 	Objects []*kyaml.RNode
+	// Remote lists the remote Kustomize inputs the render fetched (hosts in
+	// Options.RemoteHosts), in the order fetched.
+	Remote []RemoteInput
+}
+
+// RemoteInput is one remote Kustomize entry a render fetched: what it was, and for
+// a git repository the commit its ref named at that moment.
+type RemoteInput struct {
+	// Entry is the entry as the kustomization wrote it (a URL's password removed).
+	Entry string `json:"entry"`
+	// Fetched is the file's URL, or the git repository's.
+	Fetched string `json:"fetched"`
+	// Commit is the commit of a git repository ("" for a file).
+	Commit string `json:"commit,omitempty"`
+}
+
+// String is the input as one line of a report.
+func (r RemoteInput) String() string {
+	if r.Commit != "" {
+		return fmt.Sprintf("%s (git %s at commit %s)", r.Entry, r.Fetched, r.Commit)
+	}
+	return r.Entry
 }
 
 // Detect reports how Render will treat dir: Chart.yaml means Helm, a kustomization
@@ -114,11 +136,12 @@ func Render(ctx context.Context, dir string, opts Options) (*Rendered, error) {
 		return nil, err
 	}
 	var objs []*kyaml.RNode
+	var remote []RemoteInput
 	switch kind {
 	case SourceHelm:
 		objs, err = renderHelm(ctx, abs, b, opts)
 	case SourceKustomize:
-		objs, err = renderKustomize(ctx, abs, b, opts.RemoteHosts)
+		objs, remote, err = renderKustomize(ctx, abs, b, opts.RemoteHosts)
 	default:
 		objs, err = renderDirectory(ctx, abs)
 	}
@@ -128,7 +151,7 @@ func Render(ctx context.Context, dir string, opts Options) (*Rendered, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return &Rendered{Kind: kind, Objects: objs}, nil
+	return &Rendered{Kind: kind, Objects: objs, Remote: remote}, nil
 }
 
 // ErrDeadline marks a render stopped at the deadline of its context (Helm's

@@ -282,10 +282,11 @@ type workerRequest struct {
 }
 
 type workerAnswer struct {
-	Kind    SourceKind `json:"kind,omitempty"`
-	Objects []byte     `json:"objects,omitempty"` // as Write prints them
-	Error   string     `json:"error,omitempty"`
-	Is      []string   `json:"is,omitempty"` // the sentinel errors the error wraps
+	Kind    SourceKind    `json:"kind,omitempty"`
+	Objects []byte        `json:"objects,omitempty"` // as Write prints them
+	Remote  []RemoteInput `json:"remote,omitempty"`
+	Error   string        `json:"error,omitempty"`
+	Is      []string      `json:"is,omitempty"` // the sentinel errors the error wraps
 }
 
 func (w *worker) render(dir string, opts Options) (*Rendered, error) {
@@ -303,7 +304,7 @@ func (w *worker) render(dir string, opts Options) (*Rendered, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errWorkerBroken, err)
 	}
-	return &Rendered{Kind: a.Kind, Objects: objs}, nil
+	return &Rendered{Kind: a.Kind, Objects: objs, Remote: a.Remote}, nil
 }
 
 // broken describes a worker that stopped answering: how it ended and the last
@@ -375,7 +376,7 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		if err == nil {
 			var b bytes.Buffer
 			if err = Write(&b, rendered.Objects); err == nil {
-				a.Kind, a.Objects = rendered.Kind, b.Bytes()
+				a.Kind, a.Objects, a.Remote = rendered.Kind, b.Bytes(), rendered.Remote
 			}
 		}
 		if err != nil {

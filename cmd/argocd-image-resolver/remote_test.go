@@ -71,6 +71,11 @@ func TestDaemonRendersAllowedRemoteBase(t *testing.T) {
 	if n := len(git.Requests()); n != 2 {
 		t.Errorf("%d requests to the git server, want 2", n)
 	}
+	// Argo CD logs a successful plugin's stderr: it says which commit the base was.
+	fetched := "argocd-image-resolver: fetched: " + url + "//base?ref=main (git " + url + " at commit " + git.Head(t, "bases.git", "main") + ")"
+	if !strings.Contains(got.stderr, fetched) {
+		t.Errorf("stderr does not say what was fetched (%q):\n%s", fetched, got.stderr)
+	}
 }
 
 // A render worker gets what a process needs and the proxy variables (remote
