@@ -34,9 +34,14 @@ func (f *guardedFS) remoteEntries(path string, data []byte, kustomization bool) 
 			docs = nil // not rewritten: a document that does not parse would be lost
 		}
 	}
+	_, mount, fetchedTree := f.virtual(path)
 	changed := false
 	for _, r := range refs {
 		if !looksRemote(r.ref) {
+			if kustomization && fetchedTree && leavesTree(filepath.Dir(path), mount, r.ref) {
+				// as kustomize keeps a cloned repository's kustomizations inside it
+				return nil, fmt.Errorf("%s: %s entry %q: %w: it leaves the fetched repository", f.name(path), r.field, r.ref, ErrRemoteFetch)
+			}
 			continue
 		}
 		local, err := f.fetchEntry(path, r)
@@ -64,6 +69,21 @@ func (f *guardedFS) remoteEntries(path string, data []byte, kustomization bool) 
 		out.WriteString(s)
 	}
 	return out.Bytes(), nil
+}
+
+// leavesTree reports whether the local entry ref of a kustomization in dir, inside
+// the fetched tree at mount, names a path outside that tree. Inline content (a
+// generator's literal, YAML in a transformers entry) names no path.
+func leavesTree(dir, mount, ref string) bool {
+	ref = strings.TrimSpace(ref)
+	if ref == "" || strings.Contains(ref, "\n") {
+		return false
+	}
+	if filepath.IsAbs(ref) {
+		return true
+	}
+	p := filepath.Join(dir, filepath.FromSlash(ref))
+	return p != mount && !strings.HasPrefix(p, mount+string(filepath.Separator))
 }
 
 // fetchEntry fetches the remote entry r of the file at path and returns the path,

@@ -433,7 +433,8 @@ func TestKustomizeRemoteGitErrors(t *testing.T) {
 	g.srv.Branch(t, "bases.git", "nested", "main")
 	g.srv.Commit(t, "bases.git", "nested", map[string]string{
 		"nested/kustomization.yaml": "resources:\n- " + otherHost.URL + "/cm.yaml\n",
-	}, "a base that reaches another host")
+		"escape/kustomization.yaml": "resources:\n- ../../../local-secret.yaml\n",
+	}, "a base that reaches another host, one that reaches out of its repository")
 	for _, c := range []struct {
 		name, entry string
 		hosts       []string
@@ -446,6 +447,8 @@ func TestKustomizeRemoteGitErrors(t *testing.T) {
 			has: []string{"has no directory nope"}},
 		{name: "no such repository", entry: g.srv.URL + "/missing.git//base", hosts: []string{g.srv.URL}, is: ErrRemoteFetch,
 			has: []string{"repository not found"}},
+		{name: "a fetched base reaching out of its repository", entry: g.url + "//escape?ref=nested", hosts: []string{g.srv.URL}, is: ErrRemoteFetch,
+			has: []string{g.url + "//escape/kustomization.yaml", `resources entry "../../../local-secret.yaml"`, "it leaves the fetched repository"}},
 		{name: "nested remote on a host not allowed", entry: g.url + "//nested?ref=nested", hosts: []string{g.srv.URL}, is: ErrRemote,
 			has: []string{g.url + "//nested/kustomization.yaml", "resources entry", "is not in kustomizeRemoteHosts"}},
 	} {
