@@ -92,7 +92,6 @@ func newRemoteFetcher(ctx context.Context, hosts []RemoteHost) *remoteFetcher {
 			}
 			return nil // the transport checks the host
 		},
-		Jar: nil,
 	}
 	return r
 }
