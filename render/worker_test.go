@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,7 +36,7 @@ type testWorkers struct {
 	procs []*exec.Cmd
 }
 
-func newTestWorkers(t *testing.T, size int, opts ...WorkerOption) *testWorkers {
+func newTestWorkers(t testing.TB, size int, opts ...WorkerOption) *testWorkers {
 	t.Helper()
 	tw := &testWorkers{}
 	tw.Workers = NewWorkers(func() *exec.Cmd {
@@ -236,5 +237,36 @@ func TestWorkersIdleAndDead(t *testing.T) {
 	}
 	if n := len(tw.started()); n != 3 {
 		t.Errorf("%d workers started, want 3 (the dead one not reused)", n)
+	}
+}
+
+// BenchmarkRenderInWorker is the cost of rendering in a worker process (issue 12's
+// bound on hostile charts) against rendering in the daemon's own process, for
+// each sample source, with the worker warm: the request and the objects cross a
+// pipe as JSON and YAML. It reports both times per render and the ratio.
+func BenchmarkRenderInWorker(b *testing.B) {
+	tw := newTestWorkers(b, 1)
+	tw.Prestart()
+	for _, app := range []string{"../testdata/apps/helm-web", "../testdata/apps/kustomize-overlay/overlay", "../testdata/apps/plain-cron"} {
+		b.Run(filepath.Base(strings.TrimSuffix(app, "/overlay")), func(b *testing.B) {
+			opts := Options{RepoRoot: moduleRoot, AppName: "web", Namespace: "shop"}
+			var inProcess, inWorker time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if _, err := Render(context.Background(), app, opts); err != nil {
+					b.Fatal(err)
+				}
+				inProcess += time.Since(start)
+				start = time.Now()
+				if _, err := tw.Render(context.Background(), app, opts); err != nil {
+					b.Fatal(err)
+				}
+				inWorker += time.Since(start)
+			}
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
+			b.ReportMetric(ms(inProcess), "in-process-ms/op")
+			b.ReportMetric(ms(inWorker), "in-worker-ms/op")
+			b.ReportMetric(float64(inWorker)/float64(inProcess), "worker/in-process")
+		})
 	}
 }
