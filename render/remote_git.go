@@ -230,17 +230,14 @@ func checkPackSizes(pack []byte) error {
 		if err != nil {
 			return err
 		}
-		size := oh.Length
+		size := oh.Length // a whole object's; a delta's result is in its first bytes
 		if oh.Type.IsDelta() {
 			head := &headWriter{}
 			if _, _, err := sc.NextObject(head); err != nil {
 				return err
 			}
 			size = deltaTargetSize(head.b)
-		} else {
-			if size > maxFileSize {
-				return fmt.Errorf("it holds an object of %d bytes, over %d MiB (a bound of the sidecar)", size, maxFileSize>>20)
-			}
+		} else if size <= maxFileSize { // a larger one is refused without inflating it
 			if _, _, err := sc.NextObject(io.Discard); err != nil {
 				return err
 			}

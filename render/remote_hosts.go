@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"errors"
 	"net"
 	"net/url"
@@ -99,16 +100,14 @@ func (h RemoteHost) allows(u *url.URL) bool {
 	if scheme != "https" && !(scheme == "http" && h.HTTP) {
 		return false
 	}
-	host, port := strings.ToLower(u.Hostname()), u.Port()
-	if port == "" {
-		port = map[string]string{"https": "443", "http": "80"}[scheme]
+	defaultPort := "443"
+	if scheme == "http" {
+		defaultPort = "80"
 	}
-	want, wantPort := h.Host, ""
+	host, port := strings.ToLower(u.Hostname()), cmp.Or(u.Port(), defaultPort)
+	want, wantPort := h.Host, defaultPort
 	if hp, p, err := net.SplitHostPort(h.Host); err == nil {
 		want, wantPort = hp, p
-	}
-	if wantPort == "" {
-		wantPort = map[string]string{"https": "443", "http": "80"}[scheme]
 	}
 	if port != wantPort {
 		return false
