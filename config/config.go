@@ -4,19 +4,14 @@ import (
 	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 	"github.com/argocd-image-resolver/argocd-image-resolver/render"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
 // Daemon defaults.
 const (
-	// DefaultSocket is in a directory of its own, which the daemon creates with mode
-	// 0700: in a pod /tmp is an emptyDir (mode 0777, no sticky bit), where the
-	// daemon refuses a socket others could replace.
-	DefaultSocket      = "/tmp/image-resolver/daemon.sock"
 	DefaultMetricsAddr = ":8090"
-	// SocketEnv names the socket for the daemon and for generate.
-	SocketEnv = "IMAGE_RESOLVER_SOCKET"
 	// ConfigEnv names the daemon's configuration file.
 	ConfigEnv = "IMAGE_RESOLVER_CONFIG"
 	// DefaultPlatformsEnv names the default platforms.
@@ -142,7 +137,7 @@ const (
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Socket:              DefaultSocket,
+		Socket:              api.DefaultSocket,
 		MetricsAddr:         DefaultMetricsAddr,
 		TagTTL:              cache.DefaultTagTTL,
 		HeadTTL:             cache.DefaultHeadTTL,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 	"github.com/spf13/pflag"
 )
 
@@ -35,7 +36,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Socket != DefaultSocket || c.MetricsAddr != ":8090" || c.TagTTL != 2*time.Minute || c.HeadTTL != time.Hour ||
+	if c.Socket != api.DefaultSocket || c.MetricsAddr != ":8090" || c.TagTTL != 2*time.Minute || c.HeadTTL != time.Hour ||
 		c.StaleIfError != 24*time.Hour || c.ManifestCacheSize != 32<<20 || len(c.RateLimits) != 0 || c.RegistryConcurrency != 64 ||
 		c.Refresh != RefreshHard || c.RefreshInterval != 3*time.Minute || c.ControlPlaneNamespace != "argocd" ||
 		c.ForgetAfter != 25*time.Hour || c.MaxTrackedApps != 10000 {
@@ -69,7 +70,7 @@ registries:
   - prefix: ghcr.io/org
     api: mirror.internal:5000
 `)
-	env := map[string]string{ConfigEnv: file, SocketEnv: "/run/env.sock", "IMAGE_RESOLVER_TAG_TTL": "3m",
+	env := map[string]string{ConfigEnv: file, api.SocketEnv: "/run/env.sock", "IMAGE_RESOLVER_TAG_TTL": "3m",
 		"IMAGE_RESOLVER_RATE_LIMITS": "ghcr.io=5:5,index.docker.io=3"}
 	env["IMAGE_RESOLVER_REFRESH_INTERVAL"] = "45s"
 	c, err := load(t, []string{"--tag-ttl", "4m", "--rate-limit", "ghcr.io=7", "--metrics-addr", "127.0.0.1:9100", "--refresh-interval", "30s"}, env)

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 	"github.com/argocd-image-resolver/argocd-image-resolver/render"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
@@ -158,7 +159,7 @@ redis:                                 # the registry view shared by several rep
 // and flag. The YAML file also takes registries: (see resolve.ParseRegistries).
 func Settings() []Setting {
 	return append([]Setting{
-		{Key: "socket", Env: SocketEnv, Flag: "socket", Usage: "unix socket of the resolution API", Type: "path",
+		{Key: "socket", Env: api.SocketEnv, Flag: "socket", Usage: "unix socket of the resolution API", Type: "path",
 			set: func(c *Config, v string) error {
 				switch {
 				case strings.TrimSpace(v) == "":
@@ -330,7 +331,7 @@ func Settings() []Setting {
 				return nil
 			},
 			get: func(c *Config) string { return c.ControlPlaneNamespace }},
-		durationSetting("renderTimeout", "IMAGE_RESOLVER_RENDER_TIMEOUT", "render-timeout", "bound on one render, resolution included (below Argo CD's 90s plugin timeout)",
+		durationSetting("renderTimeout", api.RenderTimeoutEnv, "render-timeout", "bound on one render, resolution included (below Argo CD's 90s plugin timeout)",
 			func(c *Config) *time.Duration { return &c.RenderTimeout }, time.Second),
 		intSetting("renderWorkers", "IMAGE_RESOLVER_RENDER_WORKERS", "render-workers", "renders the daemon runs at once, each in a worker process that is killed at the render deadline, above renderWorkerMemory or when its caller leaves",
 			func(c *Config) *int { return &c.RenderWorkers }),

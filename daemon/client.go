@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -60,7 +62,7 @@ func (c *Client) ResolveBatch(ctx context.Context, app string, reqs []resolve.Re
 		return nil, err
 	}
 	var resp BatchResponse
-	if err := c.do(ctx, http.MethodPost, PathResolve, body, &resp); err != nil {
+	if err := c.do(ctx, http.MethodPost, api.PathResolve, body, &resp); err != nil {
 		return nil, err
 	}
 	if len(resp.Answers) != len(reqs) {
@@ -69,19 +71,10 @@ func (c *Client) ResolveBatch(ctx context.Context, app string, reqs []resolve.Re
 	return resp.Answers, nil
 }
 
-// Remember sends the daemon a render to watch for its refresh loop.
-func (c *Client) Remember(ctx context.Context, r Render) error {
-	body, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	return c.do(ctx, http.MethodPost, PathRenders, body, nil)
-}
-
 // Health asks the daemon whether it is up.
 func (c *Client) Health(ctx context.Context) error {
-	var v map[string]string
-	return c.do(ctx, http.MethodGet, PathHealth, nil, &v)
+	var v api.Health
+	return c.do(ctx, http.MethodGet, api.PathHealth, nil, &v)
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
@@ -111,7 +104,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 		return nil
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e errorResponse
+		var e api.ErrorResponse
 		msg := string(bytes.TrimSpace(raw))
 		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
 			msg = e.Error
@@ -132,4 +125,54 @@ func unwrapURLError(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// fallbackAfter is how long a batch waits for the daemon before resolving
+// directly: well inside a render's deadline, beyond any warm answer.
+const fallbackAfter = 15 * time.Second
+
+// Fallback asks the daemon and, if it cannot be reached, resolves directly with the
+// resolver direct builds (once), after one line on stderr. The daemon is an
+// optimisation, never a single point of failure for rendering: direct is built from
+// the same configuration, so both give the same answer.
+type Fallback struct {
+	daemon *Client
+	stderr io.Writer
+	direct func() (resolve.Batch, error)
+
+	once     sync.Once
+	resolver resolve.Batch
+	err      error
+
+	after time.Duration // wait for the daemon (0: fallbackAfter)
+}
+
+// NewFallback returns a Fallback over the daemon's client.
+func NewFallback(daemon *Client, direct func() (resolve.Batch, error), stderr io.Writer) *Fallback {
+	return &Fallback{daemon: daemon, direct: direct, stderr: stderr}
+}
+
+// ResolveBatch implements resolve.Batch.
+func (f *Fallback) ResolveBatch(ctx context.Context, app string, reqs []resolve.Request) ([]resolve.Answer, error) {
+	wait := f.after
+	if wait <= 0 {
+		wait = fallbackAfter
+	}
+	dctx, cancel := context.WithTimeout(ctx, wait)
+	answers, err := f.daemon.ResolveBatch(dctx, app, reqs)
+	silent := errors.Is(dctx.Err(), context.DeadlineExceeded) // before cancel sets its own error
+	cancel()
+	if err != nil && ctx.Err() == nil && silent {
+		// The daemon accepted and did not answer: as good as unreachable.
+		err = fmt.Errorf("%w: %s: no answer within %s", ErrUnreachable, f.daemon.Socket(), wait)
+	}
+	if err == nil || !errors.Is(err, ErrUnreachable) {
+		return answers, err
+	}
+	fmt.Fprintf(f.stderr, "argocd-image-resolver: daemon unreachable (%v); resolving directly, without its cache\n", err)
+	f.once.Do(func() { f.resolver, f.err = f.direct() })
+	if f.err != nil {
+		return nil, f.err
+	}
+	return f.resolver.ResolveBatch(ctx, app, reqs)
 }

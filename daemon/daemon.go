@@ -6,7 +6,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,10 +21,10 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
-	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
 	"github.com/argocd-image-resolver/argocd-image-resolver/render"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
@@ -174,7 +173,8 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	return d, nil
 }
 
-// socketHandler is the socket API: resolution batches, delegated renders, health.
+// socketHandler is the socket API (package api): delegated renders, resolution
+// batches (preview --socket), health.
 func (d *Daemon) socketHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", d.Server.Handler())
@@ -182,8 +182,7 @@ func (d *Daemon) socketHandler() http.Handler {
 	if d.workers != nil {
 		settings.Renderer = d.workers
 	}
-	mux.Handle("POST "+delegate.Path, GenerateHandler(pipeline.New(d.batch, settings), d.afterRender, d.log))
-	mux.HandleFunc("POST "+PathRenders, d.serveRenders)
+	mux.Handle("POST "+api.PathGenerate, GenerateHandler(pipeline.New(d.batch, settings), d.afterRender, d.log))
 	return mux
 }
 
@@ -382,29 +381,11 @@ func rateLimitsString(ls []cache.RateLimit) string {
 	return strings.Join(s, ",")
 }
 
-// serveRenders remembers the render of a generate that resolved through the daemon
-// (POST /v1/renders with a Render). With the refresh loop off it is accepted and
-// dropped.
-func (d *Daemon) serveRenders(w http.ResponseWriter, r *http.Request) {
-	var rd Render
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBatchBytes)).Decode(&rd); err != nil {
-		writeJSON(w, http.StatusBadRequest, errorResponse{Error: "bad render: " + err.Error()})
-		return
-	}
-	if d.Tracker != nil {
-		if err := d.Tracker.Remember(rd); err != nil {
-			writeJSON(w, http.StatusBadRequest, errorResponse{Error: "bad render: " + err.Error()})
-			return
-		}
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
 // afterRender is what the daemon does with a render it served: remember it for the
 // refresh loop, and, when it succeeded, queue the pins it asks for (pin-mode write
 // and use): pins of a render Argo CD reports as failed are not committed.
 func (d *Daemon) afterRender(env *plugin.Env, report *pipeline.Report, renderErr error) {
-	rd, ok := RenderOf(env, report)
+	rd, ok := renderOf(env, report)
 	if !ok {
 		return
 	}

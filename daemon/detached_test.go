@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
@@ -34,7 +34,7 @@ func TestColdResolutionGoesOnAfterTheRenderDeadline(t *testing.T) {
 	env := argoEnviron(t, "builds", "0123abc", map[string]string{"image-list": "app=" + image,
 		"app.update-strategy": "newest-build", "app.platforms": "linux/amd64"})
 
-	first, err := delegate.Call(context.Background(), d.cfg.Socket, delegate.Request{Dir: dir, Environ: env})
+	first, err := api.Call(context.Background(), d.cfg.Socket, api.GenerateRequest{Dir: dir, Environ: env})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin/gittest"
-	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
@@ -159,9 +159,9 @@ func TestPinModeWriteThroughTheDaemon(t *testing.T) {
 	d, _ := startDaemon(t, cfg, WithNotifier(&fakeNotifier{}), WithRefreshEvery(time.Hour))
 	params := map[string]string{"image-list": "web=" + image + ":~1", "pin-mode": "write"}
 
-	render := func() *delegate.Response {
+	render := func() *api.GenerateResponse {
 		t.Helper()
-		resp, err := delegate.Call(context.Background(), d.cfg.Socket, delegate.Request{Dir: checkout(t, g, "apps.git"), Environ: pinEnviron(t, repoURL, params)})
+		resp, err := api.Call(context.Background(), d.cfg.Socket, api.GenerateRequest{Dir: checkout(t, g, "apps.git"), Environ: pinEnviron(t, repoURL, params)})
 		if err != nil || resp.ExitCode != 0 {
 			t.Fatalf("render: %v %+v", err, resp)
 		}
@@ -170,7 +170,7 @@ func TestPinModeWriteThroughTheDaemon(t *testing.T) {
 	// Refused credentials: the render works; the next one says why nothing was committed.
 	render()
 	deadline := time.Now().Add(20 * time.Second)
-	var resp *delegate.Response
+	var resp *api.GenerateResponse
 	for {
 		resp = render()
 		if strings.Contains(resp.Stderr, "pins not committed") || time.Now().After(deadline) {
@@ -215,7 +215,7 @@ func TestPinsOnARevisionThatIsNoBranch(t *testing.T) {
 			env[i] = "ARGOCD_APP_SOURCE_TARGET_REVISION=v1.*"
 		}
 	}
-	resp, err := delegate.Call(context.Background(), d.cfg.Socket, delegate.Request{Dir: checkout(t, g, "apps.git"), Environ: env})
+	resp, err := api.Call(context.Background(), d.cfg.Socket, api.GenerateRequest{Dir: checkout(t, g, "apps.git"), Environ: env})
 	if err != nil || resp.ExitCode != 0 {
 		t.Fatalf("render: %v %+v", err, resp)
 	}

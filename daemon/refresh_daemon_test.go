@@ -3,18 +3,14 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 	"github.com/argocd-image-resolver/argocd-image-resolver/notify"
-	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
-	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
-	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
-	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
@@ -57,7 +53,7 @@ func argoEnviron(t *testing.T, app, revision string, params map[string]string) [
 
 func delegatedRender(t *testing.T, socket, dir string, environ []string) string {
 	t.Helper()
-	resp, err := delegate.Call(context.Background(), socket, delegate.Request{Dir: dir, Environ: environ})
+	resp, err := api.Call(context.Background(), socket, api.GenerateRequest{Dir: dir, Environ: environ})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,28 +146,4 @@ func equalCounts(got, want map[rt.Kind]int) bool {
 		}
 	}
 	return true
-}
-
-// TestGenerateThatResolvedThroughTheDaemonIsRemembered: the full generate (not
-// delegated) resolves through /v1/resolve, then tells the daemon what it rendered.
-func TestGenerateThatResolvedThroughTheDaemonIsRemembered(t *testing.T) {
-	s := rt.New(t)
-	pushTags(t, s, "web", "linux/amd64", "1.0.0", "1.1.0")
-	d, client := startDaemon(t, testConfig(), WithNotifier(&fakeNotifier{}), WithRefreshEvery(time.Hour))
-	image := s.Ref("web")
-	dir := appDir(t, image+":1.0.0")
-	env, err := plugin.EnvFromEnviron(argoEnviron(t, "team-a_web", "0123abc", map[string]string{"image-list": "web=" + image + ":~1"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fb := NewFallback(client, func() (resolve.Batch, error) { t.Fatal("resolved directly"); return nil, nil }, io.Discard)
-	if _, report, err := pipeline.New(fb, pipeline.Settings{}).Render(context.Background(), dir, env); err != nil {
-		t.Fatal(err)
-	} else {
-		fb.Remember(context.Background(), env, report)
-	}
-	snap := d.Tracker.snapshot()
-	if len(snap) != 1 || snap[0].app != (notify.App{Namespace: "team-a", Name: "web"}) || snap[0].images[0].Ref != image+":1.1.0" {
-		t.Errorf("tracked %+v", snap)
-	}
 }

@@ -493,7 +493,7 @@ func TestRenderOf(t *testing.T) {
 		{Policy: &plugin.ImagePolicy{Alias: "api"}, Request: resolve.Request{Image: "reg/api"}, Answer: resolve.Answer{Error: "boom", ErrorKind: resolve.KindRegistry}},
 	}}
 	env := &plugin.Env{AppName: "web", SourceRepoURL: "https://git/x.git", SourcePath: "apps/web", Revision: "abc"}
-	r, ok := RenderOf(env, report)
+	r, ok := renderOf(env, report)
 	if !ok || len(r.Images) != 2 || r.Images[0].Ref != "reg/web:1.0.0@sha256:aa" || r.Images[1].Ref != "" || r.Revision != "abc" {
 		t.Errorf("RenderOf = %+v, %v", r, ok)
 	}
@@ -501,11 +501,11 @@ func TestRenderOf(t *testing.T) {
 		{AppName: "web", Revision: plugin.StreamedRevision, Streamed: true},
 		{AppName: ""},
 	} {
-		if _, ok := RenderOf(env, report); ok {
+		if _, ok := renderOf(env, report); ok {
 			t.Errorf("remembered %+v", env)
 		}
 	}
-	if r, ok := RenderOf(env, &pipeline.Report{}); !ok || len(r.Images) != 0 {
+	if r, ok := renderOf(env, &pipeline.Report{}); !ok || len(r.Images) != 0 {
 		t.Errorf("a render that resolved nothing: %+v, %v; want a Render without images", r, ok)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -100,7 +101,7 @@ func TestSlowHeaderDisconnected(t *testing.T) {
 func TestSlowBodyDisconnected(t *testing.T) {
 	withSocketLimits(t, 300*time.Millisecond, 500*time.Millisecond, time.Second)
 	d, _ := startDaemon(t, testConfig())
-	for _, path := range []string{"/v1/generate", PathResolve, PathRenders} {
+	for _, path := range []string{api.PathGenerate, api.PathResolve} {
 		c := dialSocket(t, d.cfg.Socket)
 		if _, err := io.WriteString(c, "POST "+path+" HTTP/1.1\r\nHost: d\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
 			t.Fatal(err)
@@ -150,9 +151,8 @@ func TestHeaderAndBodyBounded(t *testing.T) {
 		size   int
 		status int
 	}{
-		{"/v1/generate", 1<<20 + 1, http.StatusBadRequest},
-		{PathResolve, maxBatchBytes + 1, http.StatusRequestEntityTooLarge},
-		{PathRenders, maxBatchBytes + 1, http.StatusBadRequest},
+		{api.PathGenerate, 1<<20 + 1, http.StatusBadRequest},
+		{api.PathResolve, maxBatchBytes + 1, http.StatusRequestEntityTooLarge},
 	} {
 		body := `{"x":"` + strings.Repeat("a", tt.size) + `"}`
 		r, err := hc.Post("http://d"+tt.path, "application/json", strings.NewReader(body))

@@ -10,17 +10,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	"github.com/google/go-containerregistry/pkg/name"
-)
-
-// API paths on the daemon's socket.
-const (
-	PathResolve = "/v1/resolve"
-	PathHealth  = "/v1/health"
-	// PathRenders takes a Render to remember, from a generate that resolved
-	// through the daemon.
-	PathRenders = "/v1/renders"
 )
 
 // Limits of one batch.
@@ -32,8 +24,8 @@ const (
 // Bounds of the socket's HTTP server: a caller that sends its header (ReadHeader)
 // or its whole request (Read) too slowly, or keeps a connection open with nothing to
 // ask (Idle), is disconnected; a header is at most MaxHeaderBytes. Bodies are
-// bounded by each handler (MaxBytesReader: maxBatchBytes for /v1/resolve and
-// /v1/renders, 1 MiB for /v1/generate). There is no write timeout: a render takes as
+// bounded by each handler (MaxBytesReader: maxBatchBytes for /v1/resolve, 1 MiB
+// for /v1/generate). There is no write timeout: a render takes as
 // long as its own deadline allows, and ends early when its caller goes away (the
 // read deadline does not cut a render short: TestLongRenderNotCutByReadTimeout).
 //
@@ -65,24 +57,11 @@ func newSocketServer(h http.Handler) *http.Server {
 	}
 }
 
-// BatchRequest is the body of POST /v1/resolve.
-type BatchRequest struct {
-	// App names the application the render is for (e.g. namespace/name); logged,
-	// never a metric label. It is trusted from the caller in the same pod (see
-	// socketLimits).
-	App      string            `json:"app"`
-	Requests []resolve.Request `json:"requests"`
-}
+// BatchRequest is the body of POST /v1/resolve (api.PathResolve).
+type BatchRequest = api.ResolveRequest[resolve.Request]
 
 // BatchResponse is the answer to a BatchRequest: one Answer per request, in order.
-type BatchResponse struct {
-	Answers []resolve.Answer `json:"answers"`
-}
-
-// errorResponse is the body of a failed API call.
-type errorResponse struct {
-	Error string `json:"error"`
-}
+type BatchResponse = api.ResolveResponse[resolve.Answer]
 
 // Server serves resolution batches on the socket API with a resolve.Resolver over
 // the cached registry, and records their latency.
@@ -127,9 +106,9 @@ func (m *Metrics) observeResolution(req resolve.Request, a resolve.Answer, took 
 // Handler serves the socket API: POST /v1/resolve and GET /v1/health.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+PathResolve, s.serveResolve)
-	mux.HandleFunc("GET "+PathHealth, func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	mux.HandleFunc("POST "+api.PathResolve, s.serveResolve)
+	mux.HandleFunc("GET "+api.PathHealth, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
 	})
 	return mux
 }
@@ -145,18 +124,18 @@ func (s *Server) serveResolve(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusRequestEntityTooLarge
 		}
 		s.m.Batches.WithLabelValues("error").Observe(time.Since(start).Seconds())
-		writeJSON(w, status, errorResponse{Error: "bad batch: " + err.Error()})
+		writeJSON(w, status, api.ErrorResponse{Error: "bad batch: " + err.Error()})
 		return
 	}
 	if len(req.Requests) > maxBatchRequests {
 		s.m.Batches.WithLabelValues("error").Observe(time.Since(start).Seconds())
-		writeJSON(w, http.StatusRequestEntityTooLarge, errorResponse{Error: fmt.Sprintf("bad batch: %d requests, at most %d", len(req.Requests), maxBatchRequests)})
+		writeJSON(w, http.StatusRequestEntityTooLarge, api.ErrorResponse{Error: fmt.Sprintf("bad batch: %d requests, at most %d", len(req.Requests), maxBatchRequests)})
 		return
 	}
 	answers, err := s.resolver.ResolveBatch(r.Context(), req.App, req.Requests)
 	if err != nil {
 		s.m.Batches.WithLabelValues("error").Observe(time.Since(start).Seconds())
-		writeJSON(w, http.StatusInternalServerError, errorResponse{Error: err.Error()})
+		writeJSON(w, http.StatusInternalServerError, api.ErrorResponse{Error: err.Error()})
 		return
 	}
 	failed, stale := 0, 0

@@ -19,7 +19,8 @@ import (
 
 // Render is what the refresh loop remembers of one render of an app: who it was
 // for, from which source, and per image the request and the reference it wrote.
-// Full generate runs that resolved through the daemon send it to POST /v1/renders.
+// The daemon remembers every render it serves (afterRender); the watch list keeps
+// them across restarts.
 type Render struct {
 	// App is the application name as Argo CD passes it (ARGOCD_APP_NAME): "name",
 	// or "ns_name" for an Application outside the control-plane namespace.
@@ -54,12 +55,12 @@ type RenderedImage struct {
 	key string // Request.Key(), set when remembered: passes compare it often
 }
 
-// RenderOf is the Render to remember of a render of env that produced report. It
+// renderOf is the Render to remember of a render of env that produced report. It
 // returns false for what is not remembered: streamed sources (argocd app diff
 // --local, whose revision is no commit) and renders without an app name (preview,
 // a CLI run). A render that resolved nothing has no Images: remembering it drops
 // what the source watched before.
-func RenderOf(env *plugin.Env, report *pipeline.Report) (Render, bool) {
+func renderOf(env *plugin.Env, report *pipeline.Report) (Render, bool) {
 	if env == nil || report == nil || env.Streamed || env.AppName == "" {
 		return Render{}, false
 	}

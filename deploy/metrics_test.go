@@ -25,8 +25,8 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache/redistest"
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 	"github.com/argocd-image-resolver/argocd-image-resolver/notify"
-	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
@@ -389,7 +389,7 @@ func scrapeRunningDaemon(t *testing.T) map[string]*dto.MetricFamily {
 	environ := []string{"ARGOCD_APP_NAME=web", "ARGOCD_APP_NAMESPACE=default", "ARGOCD_APP_REVISION=0123abc",
 		"ARGOCD_APP_SOURCE_REPO_URL=https://git.example/apps.git", "ARGOCD_APP_SOURCE_PATH=.", "ARGOCD_APP_SOURCE_TARGET_REVISION=main",
 		`ARGOCD_APP_PARAMETERS=[{"name":"image-list","string":"web=` + image + `:~1"},{"name":"web.platforms","string":"linux/amd64"}]`}
-	resp, err := delegate.Call(ctx, cfg.Socket, delegate.Request{Dir: app, Environ: environ})
+	resp, err := api.Call(ctx, cfg.Socket, api.GenerateRequest{Dir: app, Environ: environ})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func scrapeRunningDaemon(t *testing.T) map[string]*dto.MetricFamily {
 	d.Refresher.Pass(ctx)
 	// The app opts out of refreshes: the loop forgets it (tracked_apps_forgotten_total).
 	environ[len(environ)-1] = `ARGOCD_APP_PARAMETERS=[{"name":"image-list","string":"web=` + image + `:~1"},{"name":"refresh","string":"off"},{"name":"web.platforms","string":"linux/amd64"}]`
-	if resp, err := delegate.Call(ctx, cfg.Socket, delegate.Request{Dir: app, Environ: environ}); err != nil || resp.ExitCode != 0 {
+	if resp, err := api.Call(ctx, cfg.Socket, api.GenerateRequest{Dir: app, Environ: environ}); err != nil || resp.ExitCode != 0 {
 		t.Fatalf("render with refresh off: %v %+v", err, resp)
 	}
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 )
 
 // What Argo CD's CMP server requires of a plugin sidecar (DESIGN.md section 10; Argo
@@ -35,7 +36,7 @@ const (
 	pluginConfig  = "/home/argocd/cmp-server/config/plugin.yaml"
 	varFilesDir   = "/var/run/argocd"
 	cmpServerPath = "/var/run/argocd/argocd-cmp-server"
-	socketEnv     = config.SocketEnv
+	socketEnv     = api.SocketEnv
 )
 
 // sidecarOf returns the image-resolver container of pod.
@@ -260,7 +261,7 @@ func checkPluginConfig(t *testing.T, where, text string) {
 func checkSocketPath(t *testing.T, c *corev1.Container, pod *corev1.PodSpec) {
 	t.Helper()
 	e := envOf(c, socketEnv)
-	socket := config.DefaultSocket
+	socket := api.DefaultSocket
 	if e != nil {
 		socket = e.Value
 	}

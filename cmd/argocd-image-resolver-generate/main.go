@@ -1,9 +1,9 @@
 // Command argocd-image-resolver-generate is the CMP generate command of plugin.yaml.
 // It hands the render to the daemon in the same sidecar, which has Helm, Kustomize and
 // the registry cache loaded, and prints its answer; this binary links none of them, so
-// a render does not pay their start-up. If the daemon cannot render, it runs
-// `argocd-image-resolver generate` in its place, which renders in-process (and says
-// on stderr that the daemon was unreachable).
+// a render does not pay their start-up. If the daemon cannot render, it says so in
+// one stderr line and runs `argocd-image-resolver generate` in its place, which
+// renders in-process and resolves directly, with the same configuration.
 //
 // The whole call to the daemon has a deadline, $IMAGE_RESOLVER_DELEGATE_TIMEOUT
 // (default 50s, below Argo CD's 90s exec timeout): a daemon that accepts the
@@ -22,22 +22,22 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	timeout, terr := delegate.TimeoutFromEnv()
+	timeout, terr := api.TimeoutFromEnv()
 	if terr != nil {
 		fmt.Fprintf(os.Stderr, "argocd-image-resolver-generate: %v\n", terr)
 	}
 	start := time.Now()
 	dir, err := os.Getwd()
 	if err == nil {
-		var resp *delegate.Response
-		resp, err = delegate.CallWithin(ctx, delegate.SocketFromEnv(),
-			delegate.Request{Dir: dir, Environ: delegate.RenderEnviron(os.Environ())}, timeout)
+		var resp *api.GenerateResponse
+		resp, err = api.CallWithin(ctx, api.SocketFromEnv(),
+			api.GenerateRequest{Dir: dir, Environ: api.RenderEnviron(os.Environ())}, timeout)
 		if err == nil {
 			os.Stdout.Write(resp.Stdout)
 			os.Stderr.WriteString(resp.Stderr)
@@ -54,15 +54,17 @@ func main() {
 		os.Exit(1)
 	}
 	environ := os.Environ()
-	if errors.Is(err, delegate.ErrUnavailable) && !isAbsent(err) {
+	switch {
+	case errors.Is(err, api.ErrUnavailable) && isAbsent(err):
+		// No daemon listens: the render runs in-process, with the same configuration
+		// and answer, only without the daemon's cache.
+		fmt.Fprintf(os.Stderr, "argocd-image-resolver-generate: daemon unreachable (%v); rendering in-process, without its cache\n", err)
+	case errors.Is(err, api.ErrUnavailable):
 		// A daemon that is there but did not render: say so; the in-process render
-		// says the rest. (No socket at all is the ordinary case of no daemon.) The
-		// render must not ask that daemon again, and must fit in what is left of
-		// Argo CD's 90s.
+		// says the rest. It must fit in what is left of Argo CD's 90s.
 		fmt.Fprintf(os.Stderr, "argocd-image-resolver-generate: %v; rendering in-process\n", err)
-		environ = append(environ, skipDaemonEnv+"=1")
 		if left := argoExecTimeout - time.Since(start) - 5*time.Second; left < 45*time.Second {
-			environ = append(environ, "IMAGE_RESOLVER_RENDER_TIMEOUT="+max(left, 5*time.Second).Round(time.Second).String())
+			environ = append(environ, api.RenderTimeoutEnv+"="+max(left, 5*time.Second).Round(time.Second).String())
 		}
 	}
 	// Replace this process: same stdio, environment, directory and process group, so
@@ -72,9 +74,6 @@ func main() {
 		os.Exit(1)
 	}
 }
-
-// skipDaemonEnv tells generate not to ask the daemon (this client found it silent).
-const skipDaemonEnv = "IMAGE_RESOLVER_SKIP_DAEMON"
 
 // argoExecTimeout is Argo CD's default deadline for a plugin command.
 const argoExecTimeout = 90 * time.Second

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 )
 
 var thinBinary string
@@ -98,14 +98,14 @@ func runThin(t *testing.T, env ...string) (stdout, stderr string, took time.Dura
 // render runs in-process, said on stderr.
 func TestSilentDaemonFallsBackAtDeadline(t *testing.T) {
 	socket := silentDaemon(t)
-	stdout, stderr, took, code := runThin(t, delegate.SocketEnv+"="+socket, delegate.TimeoutEnv+"=1s")
+	stdout, stderr, took, code := runThin(t, api.SocketEnv+"="+socket, api.TimeoutEnv+"=1s")
 	if code != 0 {
 		t.Errorf("exit %d; stderr:\n%s", code, stderr)
 	}
 	if stdout != "fallback ran: generate\n" {
 		t.Errorf("stdout = %q, want the fallback's", stdout)
 	}
-	for _, want := range []string{"no answer within 1s", delegate.TimeoutEnv, "rendering in-process", "fallback stderr"} {
+	for _, want := range []string{"no answer within 1s", api.TimeoutEnv, "rendering in-process", "fallback stderr"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr does not say %q:\n%s", want, stderr)
 		}
@@ -115,15 +115,16 @@ func TestSilentDaemonFallsBackAtDeadline(t *testing.T) {
 	}
 }
 
-// No daemon at all: straight to the fallback, which says the rest itself.
+// No daemon at all: straight to the fallback, after one line that says so.
 func TestNoDaemonFallsBackAtOnce(t *testing.T) {
 	socket := filepath.Join(t.TempDir(), "none.sock")
-	stdout, stderr, took, code := runThin(t, delegate.SocketEnv+"="+socket)
+	stdout, stderr, took, code := runThin(t, api.SocketEnv+"="+socket)
 	if code != 0 || stdout != "fallback ran: generate\n" {
 		t.Errorf("exit %d, stdout %q; stderr:\n%s", code, stdout, stderr)
 	}
-	if strings.Contains(stderr, "rendering in-process") {
-		t.Errorf("an absent daemon is not news:\n%s", stderr)
+	if lines := strings.Split(strings.TrimSpace(stderr), "\n"); len(lines) != 2 || !strings.Contains(lines[0], "daemon unreachable") ||
+		!strings.Contains(lines[0], socket) || lines[1] != "fallback stderr" {
+		t.Errorf("want one line naming the unreachable daemon and its socket, then the fallback's own:\n%s", stderr)
 	}
 	if took > 3*time.Second {
 		t.Errorf("took %s", took)
@@ -133,7 +134,7 @@ func TestNoDaemonFallsBackAtOnce(t *testing.T) {
 // A bad deadline is said and the default used.
 func TestBadTimeoutEnv(t *testing.T) {
 	socket := filepath.Join(t.TempDir(), "none.sock")
-	_, stderr, _, code := runThin(t, delegate.SocketEnv+"="+socket, delegate.TimeoutEnv+"=soon")
+	_, stderr, _, code := runThin(t, api.SocketEnv+"="+socket, api.TimeoutEnv+"=soon")
 	if code != 0 || !strings.Contains(stderr, `IMAGE_RESOLVER_DELEGATE_TIMEOUT="soon" is not a positive duration`) {
 		t.Errorf("exit %d; stderr:\n%s", code, stderr)
 	}

@@ -68,7 +68,7 @@ spec:
 	}
 	render := func(appName, socket string) run {
 		t.Helper()
-		return generateEnv(t, app, envFor(appName, socket))
+		return delegateEnv(t, app, envFor(appName, socket))
 	}
 
 	// Daemon down: generate resolves directly, with the daemon's configuration.

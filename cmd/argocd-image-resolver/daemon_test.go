@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argocd-image-resolver/argocd-image-resolver/config"
-	"github.com/argocd-image-resolver/argocd-image-resolver/plugin/delegate"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
@@ -80,7 +78,7 @@ func TestGenerateThroughDaemon(t *testing.T) {
 		for k, v := range env {
 			e[k] = v
 		}
-		return generateEnv(t, "../../testdata/apps/plain-cron", e)
+		return delegateEnv(t, "../../testdata/apps/plain-cron", e)
 	}
 
 	first := gen()
@@ -101,7 +99,7 @@ func TestGenerateThroughDaemon(t *testing.T) {
 
 	// Kill the daemon between renders: the next generate falls back and succeeds.
 	stop()
-	third := generateEnv(t, "../../testdata/apps/plain-cron", map[string]string{
+	third := delegateEnv(t, "../../testdata/apps/plain-cron", map[string]string{
 		"IMAGE_RESOLVER_SOCKET": socket, "IMAGE_RESOLVER_REGISTRIES_CONFIG": cfg,
 		"ARGOCD_APP_NAME": "shop", "ARGOCD_APP_NAMESPACE": "shop"})
 	if third.code != 0 || third.stdout != first.stdout {
@@ -120,14 +118,14 @@ func TestGenerateStaleIfError(t *testing.T) {
 	socket, _ := startDaemon(t, cfg, "--tag-ttl", "1s", "--head-ttl", "1s", "--refresh-ahead", "0")
 	env := map[string]string{"IMAGE_RESOLVER_SOCKET": socket, "ARGOCD_APP_NAME": "shop", "ARGOCD_APP_NAMESPACE": "shop"}
 	dir := "../../testdata/apps/plain-cron"
-	fresh := generateEnv(t, dir, env)
+	fresh := delegateEnv(t, dir, env)
 	if fresh.code != 0 || strings.Contains(fresh.stdout, "argocd-image-resolver/stale") {
 		t.Fatalf("fresh render: exit %d, stale annotation present: %s", fresh.code, fresh.stderr)
 	}
 	s.Inject(rt.Fault{Status: http.StatusServiceUnavailable})
 	time.Sleep(1100 * time.Millisecond) // let every TTL of the daemon expire
 	s.ResetCounts()
-	stale := generateEnv(t, dir, env)
+	stale := delegateEnv(t, dir, env)
 	if stale.code != 0 {
 		t.Fatalf("stale render: exit %d: %s", stale.code, stale.stderr)
 	}
@@ -149,7 +147,7 @@ func TestGenerateStaleIfError(t *testing.T) {
 	}
 
 	coldSocket, _ := startDaemon(t, cfg)
-	cold := generateEnv(t, dir, map[string]string{"IMAGE_RESOLVER_SOCKET": coldSocket, "ARGOCD_APP_NAME": "shop"})
+	cold := delegateEnv(t, dir, map[string]string{"IMAGE_RESOLVER_SOCKET": coldSocket, "ARGOCD_APP_NAME": "shop"})
 	if cold.code != 1 || cold.stdout != "" || !strings.Contains(cold.stderr, "UNAVAILABLE") {
 		t.Errorf("cold daemon, registry down: exit %d, stdout %d bytes, stderr %q; want exit 1 with the registry's answer", cold.code, len(cold.stdout), cold.stderr)
 	}
@@ -195,14 +193,6 @@ func TestThinGenerate(t *testing.T) {
 		"IMAGE_RESOLVER_REGISTRIES_CONFIG": cfg, "ARGOCD_APP_NAME": "shop"}, thinBinary)
 	if fallback.code != 0 || fallback.stdout != again.stdout || !strings.Contains(fallback.stderr, "daemon unreachable") {
 		t.Errorf("daemon down: exit %d, stderr %q; want the same output, rendered in-process", fallback.code, fallback.stderr)
-	}
-}
-
-// The thin generate binary cannot import config (it links no registry code), so it
-// keeps its own copy of where the daemon listens: they must agree.
-func TestDelegateFindsTheDaemonWhereItListens(t *testing.T) {
-	if delegate.SocketEnv != config.SocketEnv || delegate.DefaultSocket != config.DefaultSocket {
-		t.Errorf("delegate socket %s=%s, daemon %s=%s", delegate.SocketEnv, delegate.DefaultSocket, config.SocketEnv, config.DefaultSocket)
 	}
 }
 

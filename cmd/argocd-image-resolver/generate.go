@@ -13,14 +13,11 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
-
-// skipDaemonEnv, set to 1 by argocd-image-resolver-generate after the daemon did
-// not answer in time, makes generate render without asking the daemon.
-const skipDaemonEnv = "IMAGE_RESOLVER_SKIP_DAEMON"
 
 // configEnvHelp lists the operator's configuration variables every rendering
 // command reads.
@@ -39,12 +36,13 @@ environment from Argo CD (ARGOCD_APP_*, ARGOCD_ENV_*, ARGOCD_APP_PARAMETERS), ma
 stdout, diagnostics on stderr. Nothing is printed on stdout unless every image a policy
 names resolved.
 
-Images are resolved through the daemon on ` + config.SocketEnv + ` (default ` + config.DefaultSocket + `); if
-it cannot be reached, directly, with the same configuration (one line on stderr says so).
+The render runs in this process and resolves images directly, with the daemon's
+configuration. plugin.yaml names argocd-image-resolver-generate, which hands each
+render to the daemon (its cache, its refresh loop) and runs this command only when
+the daemon cannot render.
 
 Environment:
   ARGOCD_APP_*, ARGOCD_ENV_*, KUBE_*  what Argo CD gives a plugin
-  ` + config.SocketEnv + `  the daemon's socket
 ` + configEnvHelp + `
 
 Exit status: 0 rendered, 1 not rendered (the reason on stderr, on one line).`,
@@ -58,25 +56,12 @@ Exit status: 0 rendered, 1 not rendered (the reason on stderr, on one line).`,
 			if err != nil {
 				return oneLine(err)
 			}
-			if os.Getenv(skipDaemonEnv) == "1" {
-				// argocd-image-resolver-generate found the daemon silent: render
-				// without it rather than wait for it again.
-				direct, err := cfg.NewDirectResolver(nil)
-				if err != nil {
-					return oneLine(err)
-				}
-				out, report, err := pipeline.New(direct, cfg.PipelineSettings()).Render(cmd.Context(), ".", env)
-				report.WriteNotes(cmd.ErrOrStderr())
-				if err != nil {
-					return oneLine(err)
-				}
-				_, err = cmd.OutOrStdout().Write(out)
-				return err
+			direct, err := cfg.NewDirectResolver(nil)
+			if err != nil {
+				return oneLine(err)
 			}
-			batch := daemon.NewFallback(daemon.NewClient(cfg.Socket), directBatch(cfg), cmd.ErrOrStderr())
-			out, report, err := pipeline.New(batch, cfg.PipelineSettings()).Render(cmd.Context(), ".", env)
+			out, report, err := pipeline.New(direct, cfg.PipelineSettings()).Render(cmd.Context(), ".", env)
 			report.WriteNotes(cmd.ErrOrStderr())
-			batch.Remember(cmd.Context(), env, report)
 			if err != nil {
 				return oneLine(err)
 			}
@@ -142,11 +127,11 @@ the reference in the source, the one resolved and why (-o text), the same as JSO
 (-o json), or the manifests Argo CD would get (-o yaml).
 
 Images are resolved directly with the operator's configuration; through a daemon only
-when a socket is given (--socket or ` + config.SocketEnv + `).
+when a socket is given (--socket or ` + api.SocketEnv + `).
 
 Environment:
 ` + configEnvHelp + `
-  ` + config.SocketEnv + `  resolve through the daemon on this socket
+  ` + api.SocketEnv + `  resolve through the daemon on this socket
 
 ` + exitCodesHelp,
 		Example: `  argocd-image-resolver preview testdata/apps/helm-web
@@ -176,7 +161,7 @@ Environment:
 			}
 			var batch resolve.Batch
 			if socket == "" {
-				socket = os.Getenv(config.SocketEnv)
+				socket = os.Getenv(api.SocketEnv)
 			}
 			if socket != "" {
 				batch = daemon.NewFallback(daemon.NewClient(socket), directBatch(cfg), cmd.ErrOrStderr())
@@ -204,7 +189,7 @@ Environment:
 	f.StringVarP(&output, "output", "o", "text", "text (a table), json (the table's data) or yaml (the manifests Argo CD would get)")
 	f.StringVar(&appName, "app-name", "preview", "Application name (ARGOCD_APP_NAME; the Helm release name)")
 	f.StringVar(&appNS, "namespace", "default", "destination namespace (ARGOCD_APP_NAMESPACE)")
-	f.StringVar(&socket, "socket", "", "resolve through the daemon on this unix socket (env "+config.SocketEnv+")")
+	f.StringVar(&socket, "socket", "", "resolve through the daemon on this unix socket (env "+api.SocketEnv+")")
 	files = config.AddFileFlags(f)
 	return cmd
 }

@@ -83,6 +83,14 @@ func generateEnv(t *testing.T, dir string, env map[string]string) run {
 	return runIn(t, dir, env, binary, "generate")
 }
 
+// delegateEnv runs plugin.yaml's generate command (thinBinary) in dir with exactly
+// env: the render goes to the daemon on IMAGE_RESOLVER_SOCKET, or, without one, to
+// generate in-process.
+func delegateEnv(t *testing.T, dir string, env map[string]string) run {
+	t.Helper()
+	return runIn(t, dir, env, thinBinary)
+}
+
 // runIn runs a command in dir with exactly env (plus PATH, HOME, an empty DOCKER_CONFIG).
 func runIn(t testing.TB, dir string, env map[string]string, name string, args ...string) run {
 	t.Helper()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 	"github.com/argocd-image-resolver/argocd-image-resolver/notify"
 	"github.com/argocd-image-resolver/argocd-image-resolver/render"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
@@ -20,7 +21,7 @@ var daemonLong = `The daemon holds one TTL-cached view of the registries for eve
 tag lists (--tag-ttl), tag digests (--head-ttl), manifests and configs by digest
 (size-bounded, never expire), with singleflight, refresh-ahead, stale-if-error
 (--stale-if-error) and per-registry rate limits (--rate-limit). generate reaches it on
-the unix socket (--socket, env ` + config.SocketEnv + `); /metrics, /healthz and /readyz are
+the unix socket (--socket, env ` + api.SocketEnv + `); /metrics, /healthz and /readyz are
 served on --metrics-addr.
 
 Every setting can be given, in increasing precedence, in the YAML file (--config, env

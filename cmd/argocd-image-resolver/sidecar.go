@@ -15,6 +15,7 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 	"github.com/spf13/cobra"
 )
 
@@ -37,7 +38,7 @@ func newSidecarCommand() *cobra.Command {
 		Use:   "sidecar [flags] -- CMP-SERVER [ARGS...]",
 		Short: "Container entrypoint: run the daemon and Argo CD's CMP server; exit when either dies",
 		Long: `Start the daemon (as serve does, with the same flags), then run Argo CD's CMP server
-as a child with ` + config.SocketEnv + ` set to the daemon's socket, so every generate it
+as a child with ` + api.SocketEnv + ` set to the daemon's socket, so every generate it
 runs finds the daemon. SIGTERM and SIGINT are forwarded to the CMP server; the daemon
 stops after it, so renders in flight keep their cache. A CMP server still running
 ` + childStopGrace.String() + ` after the first forwarded signal (argocd-cmp-server ignores SIGTERM) is
@@ -104,7 +105,7 @@ func runSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, argv [
 	}
 
 	child := exec.Command(argv[0], argv[1:]...)
-	child.Env = append(os.Environ(), config.SocketEnv+"="+cfg.Socket)
+	child.Env = append(os.Environ(), api.SocketEnv+"="+cfg.Socket)
 	child.Stdout, child.Stderr = stdout, stderr
 	setParentDeathSignal(child)
 	started := make(chan error, 1)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 )
 
 // syncBuffer is a bytes.Buffer safe for a child's output copier and the test.
@@ -248,7 +249,7 @@ func TestServeProcess(t *testing.T) {
 	registered(t, "serve")
 	cfg := sidecarConfig(t)
 	cmd := exec.Command(binary, "serve", "--metrics-addr", "127.0.0.1:0", "--log-format", "json")
-	cmd.Env = append(os.Environ(), config.SocketEnv+"="+cfg.Socket)
+	cmd.Env = append(os.Environ(), api.SocketEnv+"="+cfg.Socket)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

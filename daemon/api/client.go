@@ -1,11 +1,4 @@
-// Package delegate is how a CMP generate run hands its render to the daemon: the
-// wire types of the daemon's POST /v1/generate and the client that calls it.
-//
-// It imports only the standard library on purpose: the client is linked into
-// argocd-image-resolver-generate, a binary that starts in a few milliseconds because
-// it links no Helm, Kustomize or Kubernetes code (whose package initialisation alone
-// costs ~20 ms per process). The daemon, which has them loaded already, renders.
-package delegate
+package api
 
 import (
 	"bytes"
@@ -19,33 +12,6 @@ import (
 	"os"
 	"strings"
 	"time"
-)
-
-// Path is the daemon's endpoint for a delegated render.
-const Path = "/v1/generate"
-
-// SocketEnv names the daemon's socket; DefaultSocket is used when it is unset.
-const (
-	SocketEnv = "IMAGE_RESOLVER_SOCKET"
-	// DefaultSocket is in a directory of its own, which the daemon creates with mode
-	// 0700: in a pod /tmp is an emptyDir (mode 0777, no sticky bit), where the
-	// daemon refuses a socket others could replace.
-	DefaultSocket = "/tmp/image-resolver/daemon.sock"
-)
-
-// TimeoutEnv names the deadline of a whole delegated render (a Go duration such as
-// 50s or 1m); DefaultTimeout is used when it is unset. Past it, the thin client
-// stops waiting for the daemon and renders in-process in its place.
-//
-// Argo CD kills a CMP generate after its exec timeout (ARGOCD_EXEC_TIMEOUT, 90s by
-// default). The default leaves the in-process fallback ~40s of those 90s: a daemon
-// that accepts and never answers costs 50s, not the whole render. It is above the
-// render's own deadline in the daemon, so a slow but healthy daemon answers (with its
-// own error, if it has to) before the client gives up on it. With a longer exec
-// timeout, raise both.
-const (
-	TimeoutEnv     = "IMAGE_RESOLVER_DELEGATE_TIMEOUT"
-	DefaultTimeout = 50 * time.Second
 )
 
 // maxAnswerBytes bounds the daemon's answer the client reads.
@@ -64,20 +30,6 @@ func TimeoutFromEnv() (time.Duration, error) {
 		return DefaultTimeout, fmt.Errorf("%s=%q is not a positive duration (e.g. 50s); using %s", TimeoutEnv, v, DefaultTimeout)
 	}
 	return d, nil
-}
-
-// Request is a render as Argo CD's CMP server asked for it: the app directory and
-// the environment Argo CD gave (only the variables a render reads).
-type Request struct {
-	Dir     string   `json:"dir"`
-	Environ []string `json:"environ"`
-}
-
-// Response is what `generate` would have printed and its exit status.
-type Response struct {
-	Stdout   []byte `json:"stdout"`
-	Stderr   string `json:"stderr"`
-	ExitCode int    `json:"exitCode"`
 }
 
 // ErrUnavailable wraps every failure that is the daemon's, not the render's: no
@@ -109,7 +61,7 @@ func SocketFromEnv() string {
 // daemon's render and reading its answer. A daemon that has not answered within
 // timeout is unavailable (ErrUnavailable), as one that is not there; a ctx of the
 // caller's that ends first returns its error.
-func CallWithin(ctx context.Context, socket string, req Request, timeout time.Duration) (*Response, error) {
+func CallWithin(ctx context.Context, socket string, req GenerateRequest, timeout time.Duration) (*GenerateResponse, error) {
 	cctx, cancel := context.WithTimeoutCause(ctx, timeout, errNoAnswer)
 	defer cancel()
 	resp, err := Call(cctx, socket, req)
@@ -122,7 +74,7 @@ func CallWithin(ctx context.Context, socket string, req Request, timeout time.Du
 var errNoAnswer = errors.New("delegated render deadline")
 
 // Call asks the daemon on socket to render req, for as long as ctx allows.
-func Call(ctx context.Context, socket string, req Request) (*Response, error) {
+func Call(ctx context.Context, socket string, req GenerateRequest) (*GenerateResponse, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -133,7 +85,7 @@ func Call(ctx context.Context, socket string, req Request) (*Response, error) {
 		},
 		DisableKeepAlives: true, // one call per process
 	}}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://daemon"+Path, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://daemon"+PathGenerate, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +99,7 @@ func Call(ctx context.Context, socket string, req Request) (*Response, error) {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return nil, fmt.Errorf("%w: %s: %s", ErrUnavailable, resp.Status, strings.TrimSpace(string(msg)))
 	}
-	var out Response
+	var out GenerateResponse
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswerBytes)).Decode(&out); err != nil {
 		return nil, fmt.Errorf("%w: malformed answer: %v", ErrUnavailable, err)
 	}
