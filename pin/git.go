@@ -37,7 +37,7 @@ var (
 // is a few KiB).
 const maxFileSize = 8 << 20
 
-// defaultBranchRef stands for "the remote's default branch" in a Change.
+// defaultBranch stands for "the remote's default branch" in a Change.
 const defaultBranch = ""
 
 // normalizeBranch returns the branch name Change.Branch means ("" for the
