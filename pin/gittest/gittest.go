@@ -5,9 +5,10 @@
 // person" (commits pushed by the git CLI) and that inspect what clients did: the
 // history, the files at a branch tip, the requests served, and whether any update
 // of a branch was not a fast-forward (a force push). NewSSH serves the same
-// repositories over SSH.
+// repositories over SSH; NewOpenPGPKey and VerifyCommitSignature make and check
+// signed commits.
 //
-// A test that lacks a tool it needs (git, sshd) is skipped on a developer's
+// A test that lacks a tool it needs (git, sshd, gpg) is skipped on a developer's
 // machine and fails in CI (RequireOrSkip).
 //
 // The git CLI runs with HOME set to a temporary directory and no system or global

@@ -17,17 +17,18 @@ func outcome(t *testing.T, f func(tb testing.TB)) (skipped, failed bool) {
 	return o.skipped, o.failed
 }
 
-// Without the git CLI, a test is skipped on a developer's machine and fails in
-// CI.
+// Without the git CLI, or without gpg, a test is skipped on a developer's
+// machine and fails in CI.
 func TestRequireOrSkipWithoutTools(t *testing.T) {
 	for name, f := range map[string]func(testing.TB){
-		"New": func(tb testing.TB) { New(tb) },
+		"New":                   func(tb testing.TB) { New(tb) },
+		"VerifyCommitSignature": func(tb testing.TB) { VerifyCommitSignature(tb, t.TempDir(), "HEAD", "") },
 	} {
 		for _, tc := range []struct {
 			ci   string
 			skip bool
 		}{{"", true}, {"1", false}, {"true", false}} {
-			t.Setenv("PATH", t.TempDir()) // no git
+			t.Setenv("PATH", t.TempDir()) // no git, no gpg
 			t.Setenv(CIEnv, tc.ci)
 			t.Setenv(RequireSSHDEnv, "1") // names sshd only: no effect here
 			if skipped, failed := outcome(t, f); skipped != tc.skip || failed == tc.skip {
