@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -94,12 +95,13 @@ func TestGitSSHCredentialFromFile(t *testing.T) {
 }
 
 // newKey makes an ed25519 key pair (passphrase "" for none) and returns the
-// private key's file.
+// private key's file. When ssh-keygen fails the test is skipped, unless sshd
+// is required (gittest.RequireSSHDEnv=1 or CI set): then it fails.
 func newKey(t *testing.T, passphrase string) string {
 	t.Helper()
 	k := filepath.Join(t.TempDir(), "id_ed25519")
 	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-C", "test", "-f", k).CombinedOutput(); err != nil {
-		t.Skipf("ssh-keygen: %v %s", err, out)
+		gittest.RequireOrSkip(t, gittest.RequireSSHDEnv, strings.TrimSpace(fmt.Sprintf("ssh-keygen (Debian package openssh-client): %v %s", err, out)))
 	}
 	return k
 }

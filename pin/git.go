@@ -13,8 +13,10 @@ import (
 	gitconfig "github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
@@ -35,7 +37,7 @@ var (
 // is a few KiB).
 const maxFileSize = 8 << 20
 
-// defaultBranchRef stands for "the remote's default branch" in a Change.
+// defaultBranch stands for "the remote's default branch" in a Change.
 const defaultBranch = ""
 
 // normalizeBranch returns the branch name Change.Branch means ("" for the
@@ -229,66 +231,131 @@ func (t *target) run(ctx context.Context, now time.Time) (_ *attempt, aerr *atte
 			aerr.branch = branch
 		}
 	}()
-	repo, err := git.Init(memory.NewStorage(), nil)
-	if err != nil {
-		return nil, &attemptError{kind: kindPermanent, err: err}
-	}
-	rem, err := repo.CreateRemote(&gitconfig.RemoteConfig{Name: "origin", URLs: []string{t.remote.url}})
-	if err != nil {
-		return nil, &attemptError{kind: kindPermanent, err: &gitError{msg: t.remote.scrub(fmt.Sprintf("git repository %s: %v", t.remote.shown, err))}}
+	repo, rem, aerr := t.open()
+	if aerr != nil {
+		return nil, aerr
 	}
 	// A named branch is fetched straight away (its advertisement is the only
-	// listing needed); the default branch, or a missing branch the writer may
-	// create, needs the list of branches and HEAD first.
-	from := branch // the branch whose tip the commit is made on
-	exists := true // branch exists (else it is created from the default branch)
+	// listing needed); the default branch needs the list of branches and HEAD
+	// first, and so does a missing branch the writer may create (fetchBase).
 	if branch == defaultBranch {
-		tips, def, aerr := t.tips(ctx, rem)
+		def, aerr := t.resolveDefault(ctx, rem)
 		if aerr != nil {
 			return nil, aerr
 		}
-		if def == "" || tips[def].IsZero() {
-			return nil, &attemptError{kind: kindPermanent, err: &gitError{is: []error{ErrBranchNotFound},
-				msg: fmt.Sprintf("git repository %s has no default branch (HEAD names none): name the branch to commit pins to (pin-branch)", t.remote.shown)}}
-		}
-		branch, from = def, def
+		branch = def
 	}
-	base, aerr := t.fetch(ctx, repo, from)
+	base, aerr := t.fetchBase(ctx, repo, rem, branch)
+	if aerr != nil {
+		return nil, aerr
+	}
+	tree, aerr := t.baseTree(repo, base)
+	if aerr != nil {
+		return nil, aerr
+	}
+	out := &attempt{branch: branch}
+	changed, aerr := t.applyEdits(repo.Storer, tree, out)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if len(changed) == 0 {
+		out.applied = nil
+		return out, nil
+	}
+	if aerr := t.commit(repo.Storer, tree, changed, base.tip, now, out); aerr != nil {
+		return nil, aerr
+	}
+	if aerr := t.push(ctx, repo, rem, base, out); aerr != nil {
+		return nil, aerr
+	}
+	return out, nil
+}
+
+// open makes the in-memory repository an attempt works in, with the remote
+// "origin".
+func (t *target) open() (*git.Repository, *git.Remote, *attemptError) {
+	repo, err := git.Init(memory.NewStorage(), nil)
+	if err != nil {
+		return nil, nil, &attemptError{kind: kindPermanent, err: err}
+	}
+	rem, err := repo.CreateRemote(&gitconfig.RemoteConfig{Name: "origin", URLs: []string{t.remote.url}})
+	if err != nil {
+		return nil, nil, &attemptError{kind: kindPermanent, err: &gitError{msg: t.remote.scrub(fmt.Sprintf("git repository %s: %v", t.remote.shown, err))}}
+	}
+	return repo, rem, nil
+}
+
+// resolveDefault names the remote's default branch (the one HEAD names).
+func (t *target) resolveDefault(ctx context.Context, rem *git.Remote) (string, *attemptError) {
+	tips, def, aerr := t.tips(ctx, rem)
+	if aerr != nil {
+		return "", aerr
+	}
+	if def == "" || tips[def].IsZero() {
+		return "", &attemptError{kind: kindPermanent, err: &gitError{is: []error{ErrBranchNotFound},
+			msg: fmt.Sprintf("git repository %s has no default branch (HEAD names none): name the branch to commit pins to (pin-branch)", t.remote.shown)}}
+	}
+	return def, nil
+}
+
+// baseCommit is the commit an attempt builds on.
+type baseCommit struct {
+	from   string        // the branch whose tip it is
+	tip    plumbing.Hash // from's tip, fetched
+	exists bool          // the branch committed to exists (else it is created from the default branch)
+}
+
+// old is the branch's tip the push must fast-forward (zero: create it).
+func (b baseCommit) old() plumbing.Hash {
+	if b.exists {
+		return b.tip
+	}
+	return plumbing.ZeroHash
+}
+
+// fetchBase fetches the tip of branch into repo; a missing branch the writer
+// may create is created from the default branch's tip.
+func (t *target) fetchBase(ctx context.Context, repo *git.Repository, rem *git.Remote, branch string) (baseCommit, *attemptError) {
+	base := baseCommit{from: branch, exists: true}
+	var aerr *attemptError
+	base.tip, aerr = t.fetch(ctx, repo, base.from)
 	if aerr != nil && errors.Is(aerr.err, ErrBranchNotFound) {
 		if !t.create {
-			return nil, aerr
+			return base, aerr
 		}
 		tips, def, lerr := t.tips(ctx, rem)
 		switch {
 		case lerr != nil:
-			return nil, lerr
+			return base, lerr
 		case !tips[branch].IsZero():
-			return nil, &attemptError{kind: kindRejected, err: &gitError{msg: fmt.Sprintf("git repository %s: branch %q was created since it was fetched", t.remote.shown, branch)}}
+			return base, &attemptError{kind: kindRejected, err: &gitError{msg: fmt.Sprintf("git repository %s: branch %q was created since it was fetched", t.remote.shown, branch)}}
 		case def == "" || tips[def].IsZero():
-			return nil, &attemptError{kind: kindPermanent, err: &gitError{is: []error{ErrBranchNotFound},
+			return base, &attemptError{kind: kindPermanent, err: &gitError{is: []error{ErrBranchNotFound},
 				msg: fmt.Sprintf("git repository %s has no branch %q, and no default branch to create it from", t.remote.shown, branch)}}
 		}
-		from, exists = def, false
-		base, aerr = t.fetch(ctx, repo, from)
+		base.from, base.exists = def, false
+		base.tip, aerr = t.fetch(ctx, repo, base.from)
 	}
-	if aerr != nil {
-		return nil, aerr
-	}
-	var old plumbing.Hash // the branch's tip the push must fast-forward (zero: create it)
-	if exists {
-		old = base
-	}
-	parent, err := repo.CommitObject(base)
+	return base, aerr
+}
+
+// baseTree reads the tree of the base commit.
+func (t *target) baseTree(repo *git.Repository, base baseCommit) (*object.Tree, *attemptError) {
+	parent, err := repo.CommitObject(base.tip)
 	if err != nil {
-		return nil, t.remote.describe(fmt.Sprintf("read the tip of branch %q", from), err)
+		return nil, t.remote.describe(fmt.Sprintf("read the tip of branch %q", base.from), err)
 	}
 	tree, err := parent.Tree()
 	if err != nil {
-		return nil, t.remote.describe(fmt.Sprintf("read the tip of branch %q", from), err)
+		return nil, t.remote.describe(fmt.Sprintf("read the tip of branch %q", base.from), err)
 	}
+	return tree, nil
+}
 
-	out := &attempt{branch: branch}
-	s := repo.Storer
+// applyEdits applies the edits to the files of tree, noting in out the pins
+// set and the pins left alone, and returns the files whose content changed:
+// path -> content.
+func (t *target) applyEdits(s storer.EncodedObjectStorer, tree *object.Tree, out *attempt) (map[string][]byte, *attemptError) {
 	files := map[string][]byte{} // path -> content after the edits
 	orig := map[string][]byte{}
 	var order []string
@@ -296,26 +363,19 @@ func (t *target) run(ctx context.Context, now time.Time) (_ *attempt, aerr *atte
 		p := e.File()
 		content, seen := files[p]
 		if !seen {
+			var err error
 			content, err = readFile(s, tree, p)
 			if err != nil {
-				return nil, &attemptError{kind: kindPermanent, local: true, err: fmt.Errorf("git repository %s, branch %q: app %s: %w", t.remote.shown, branch, e.App, err)}
+				return nil, &attemptError{kind: kindPermanent, local: true, err: fmt.Errorf("git repository %s, branch %q: app %s: %w", t.remote.shown, out.branch, e.App, err)}
 			}
 			orig[p] = content
 			order = append(order, p)
 		}
 		edited, applied, conflicts, err := ApplyEdit(content, e)
 		if err != nil {
-			return nil, &attemptError{kind: kindPermanent, local: true, err: fmt.Errorf("git repository %s, branch %q: %w", t.remote.shown, branch, err)}
+			return nil, &attemptError{kind: kindPermanent, local: true, err: fmt.Errorf("git repository %s, branch %q: %w", t.remote.shown, out.branch, err)}
 		}
-		if len(conflicts) > 0 {
-			theirs := currentRefs(content, e)
-			for _, c := range conflicts {
-				out.conflicts = append(out.conflicts, conflictPin{App: e.App, File: p, Pin: c, Theirs: theirs[c.Alias], Base: e.Base[c.Alias]})
-			}
-		}
-		for _, a := range applied {
-			out.applied = append(out.applied, appliedPin{App: e.App, File: p, Pin: a, Old: e.Base[a.Alias]})
-		}
+		out.note(e, p, content, applied, conflicts)
 		files[p] = edited
 	}
 	changed := map[string][]byte{}
@@ -324,57 +384,77 @@ func (t *target) run(ctx context.Context, now time.Time) (_ *attempt, aerr *atte
 			changed[p] = files[p]
 		}
 	}
-	if len(changed) == 0 {
-		out.applied = nil
-		return out, nil
-	}
+	return changed, nil
+}
 
+// note records what applying e to content, the file p, did: the pins applied,
+// and the pins left alone because the file held another reference.
+func (out *attempt) note(e Edit, p string, content []byte, applied, conflicts []Pin) {
+	if len(conflicts) > 0 {
+		theirs := currentRefs(content, e)
+		for _, c := range conflicts {
+			out.conflicts = append(out.conflicts, conflictPin{App: e.App, File: p, Pin: c, Theirs: theirs[c.Alias], Base: e.Base[c.Alias]})
+		}
+	}
+	for _, a := range applied {
+		out.applied = append(out.applied, appliedPin{App: e.App, File: p, Pin: a, Old: e.Base[a.Alias]})
+	}
+}
+
+// commit writes the commit of the changed files on parent (signed when the
+// target has a signer) and points the local branch out.branch at it; out.commit
+// is its hash.
+func (t *target) commit(s storage.Storer, tree *object.Tree, changed map[string][]byte, parent plumbing.Hash, now time.Time, out *attempt) *attemptError {
 	treeHash, err := writeTree(s, tree, changed)
 	if err != nil {
-		return nil, &attemptError{kind: kindPermanent, local: true, err: fmt.Errorf("git repository %s, branch %q: %w", t.remote.shown, branch, err)}
+		return &attemptError{kind: kindPermanent, local: true, err: fmt.Errorf("git repository %s, branch %q: %w", t.remote.shown, out.branch, err)}
 	}
-	msg, err := t.message(branch, out.applied)
+	msg, err := t.message(out.branch, out.applied)
 	if err != nil {
-		return nil, &attemptError{kind: kindPermanent, local: true, err: err}
+		return &attemptError{kind: kindPermanent, local: true, err: err}
 	}
 	sig := t.author
 	sig.When = now
-	commit := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: treeHash, ParentHashes: []plumbing.Hash{base}}
+	commit := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: treeHash, ParentHashes: []plumbing.Hash{parent}}
 	if t.signer != nil {
 		if err := signCommit(commit, t.signer); err != nil {
-			return nil, &attemptError{kind: kindPermanent, local: true, err: fmt.Errorf("git repository %s, branch %q: sign the commit: %w", t.remote.shown, branch, err)}
+			return &attemptError{kind: kindPermanent, local: true, err: fmt.Errorf("git repository %s, branch %q: sign the commit: %w", t.remote.shown, out.branch, err)}
 		}
 	}
 	obj := s.NewEncodedObject()
 	if err := commit.Encode(obj); err != nil {
-		return nil, &attemptError{kind: kindPermanent, err: err}
+		return &attemptError{kind: kindPermanent, err: err}
 	}
 	out.commit, err = s.SetEncodedObject(obj)
 	if err != nil {
-		return nil, &attemptError{kind: kindPermanent, err: err}
+		return &attemptError{kind: kindPermanent, err: err}
 	}
-	local := plumbing.NewBranchReferenceName(branch)
+	local := plumbing.NewBranchReferenceName(out.branch)
 	if err := s.SetReference(plumbing.NewHashReference(local, out.commit)); err != nil {
-		return nil, &attemptError{kind: kindPermanent, err: err}
+		return &attemptError{kind: kindPermanent, err: err}
 	}
+	return nil
+}
 
+// push pushes out.commit to out.branch only, never forced: as a fast-forward of
+// base's tip when the branch exists, else creating it.
+func (t *target) push(ctx context.Context, repo *git.Repository, rem *git.Remote, base baseCommit, out *attempt) *attemptError {
+	local := plumbing.NewBranchReferenceName(out.branch)
 	opts := &git.PushOptions{
 		RemoteName: "origin",
 		// this branch only, never forced (no leading +)
 		RefSpecs: []gitconfig.RefSpec{gitconfig.RefSpec(local.String() + ":" + local.String())},
 		Auth:     t.remote.auth,
 	}
-	if exists {
+	if base.exists {
 		// the remote branch must still be at the tip fetched (go-git checks the
 		// advertisement; the server's ref update checks it again)
-		opts.RequireRemoteRefs = []gitconfig.RefSpec{gitconfig.RefSpec(old.String() + ":" + local.String())}
+		opts.RequireRemoteRefs = []gitconfig.RefSpec{gitconfig.RefSpec(base.tip.String() + ":" + local.String())}
 	}
 	if err := repo.PushContext(ctx, opts); err != nil {
-		if ae := t.pushFailed(ctx, rem, branch, old, out.commit, err); ae != nil {
-			return nil, ae
-		}
+		return t.pushFailed(ctx, rem, out.branch, base.old(), out.commit, err)
 	}
-	return out, nil
+	return nil
 }
 
 // fetch fetches branch's tip (depth 1) into repo and returns it; a branch the

@@ -5,18 +5,16 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
-	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin/gittest"
 )
 
 // testKey is an OpenPGP key made for a test, armored: the public key, the
@@ -28,33 +26,8 @@ type testKey struct {
 
 func newTestKey(t testing.TB) testKey {
 	t.Helper()
-	cfg := &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA} // gpg 2.2 knows it
-	e, err := openpgp.NewEntity("Pin Bot", "test", "pinbot@example.com", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	arm := func(blockType string, write func(io.Writer) error) string {
-		var b bytes.Buffer
-		w, err := armor.Encode(&b, blockType, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := write(w); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return b.String()
-	}
-	k := testKey{passphrase: "correct horse battery"}
-	k.public = arm(openpgp.PublicKeyType, e.Serialize)
-	k.private = arm(openpgp.PrivateKeyType, func(w io.Writer) error { return e.SerializePrivate(w, cfg) })
-	if err := e.EncryptPrivateKeys([]byte(k.passphrase), cfg); err != nil {
-		t.Fatal(err)
-	}
-	k.locked = arm(openpgp.PrivateKeyType, func(w io.Writer) error { return e.SerializePrivateWithoutSigning(w, cfg) })
-	return k
+	k := gittest.NewOpenPGPKey(t, "test", "correct horse battery")
+	return testKey{public: k.Public, private: k.Private, locked: k.Locked, passphrase: k.Passphrase}
 }
 
 // material is the key's armored lines (not its BEGIN/END lines): none may be
@@ -160,7 +133,7 @@ func mustKeyRing(t testing.TB, armored string) openpgp.EntityList {
 // commit's encoding without the signature, byte for byte what git cat-file
 // shows without the gpgsig header; the commit read back from the bare
 // repository verifies with go-git against the public key, and with git
-// verify-commit when gpg is installed.
+// verify-commit (a subtest skipped without gpg, failed in CI).
 func TestWriteSignsCommits(t *testing.T) {
 	k := newTestKey(t)
 	s, err := pin.NewOpenPGPSigner([]byte(k.locked), []byte(k.passphrase))
@@ -207,7 +180,9 @@ func TestWriteSignsCommits(t *testing.T) {
 	if _, err := c.Verify(newTestKey(t).public); err == nil {
 		t.Errorf("go-git: the commit verifies with another key")
 	}
-	gitVerifyCommit(t, f.s.Dir(repoName), res.Commit, k.public)
+	t.Run("git verify-commit", func(t *testing.T) {
+		gittest.VerifyCommitSignature(t, f.s.Dir(repoName), res.Commit, k.public)
+	})
 }
 
 // stripGPGSig drops the gpgsig header (and its continuation lines) of a raw
@@ -227,40 +202,6 @@ func stripGPGSig(raw string) string {
 		}
 	}
 	return strings.Join(keep, "\n") + "\n\n" + msg
-}
-
-// gitVerifyCommit runs git verify-commit on commit in the repository at dir with
-// publicKey the only one in a fresh GNUPGHOME; it skips when gpg is missing.
-func gitVerifyCommit(t *testing.T, dir, commit, publicKey string) {
-	t.Helper()
-	if _, err := exec.LookPath("gpg"); err != nil {
-		t.Log("gpg is not installed: git verify-commit not tried")
-		return
-	}
-	home, err := os.MkdirTemp("", "gpg") // short: gpg's socket paths are bounded
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = exec.Command("gpgconf", "--homedir", home, "--kill", "all").Run()
-		_ = os.RemoveAll(home)
-	})
-	if err := os.Chmod(home, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(), "GNUPGHOME="+home)
-	imp := exec.Command("gpg", "--batch", "--import")
-	imp.Env, imp.Stdin = env, strings.NewReader(publicKey)
-	if out, err := imp.CombinedOutput(); err != nil {
-		t.Fatalf("gpg --import: %v\n%s", err, out)
-	}
-	v := exec.Command("git", "-C", dir, "verify-commit", "--raw", commit)
-	v.Env = env
-	out, err := v.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "GOODSIG") {
-		t.Fatalf("git verify-commit: %v\n%s", err, out)
-	}
-	t.Logf("git verify-commit:\n%s", out)
 }
 
 // A signer that fails stops the write before anything is pushed; its error is

@@ -125,8 +125,8 @@ func checkHelmKeys(keys HelmKeys) (HelmKeys, error) {
 	return out, nil
 }
 
-// splitReference splits a reference image:tag or image:tag@digest; the tag is
-// required.
+// splitPinReference splits a reference image:tag or image:tag@digest; the tag
+// is required.
 func splitPinReference(ref string) (resolve.Image, error) {
 	img, err := resolve.ParseImage(ref)
 	if err != nil {

@@ -44,7 +44,7 @@ func targetTestdata(t testing.TB, name string) []byte {
 	return b
 }
 
-// mkPin is the pin the pipeline makes: Reference image:tag, @digest when pinned.
+// targetPin is the pin the pipeline makes: Reference image:tag, @digest when pinned.
 func targetPin(alias, image, tag, digest string, pinned bool) Pin {
 	ref := image + ":" + tag
 	if pinned {

@@ -109,7 +109,8 @@ func (f *yamlFile) markStructural() {
 	f.structural = true
 }
 
-// keyPath spells a path of keys for messages: images[2].newTag, pins.web.
+// joinKeyPath spells the path of key under parent for messages: images[2].newTag,
+// pins.web; a key at the top (parent "") is its own path.
 func joinKeyPath(parent string, key string) string {
 	if parent == "" {
 		return key
@@ -394,7 +395,7 @@ func renderScalar(value string, style kyaml.Style) (text string, used kyaml.Styl
 	return text, n.Style, !strings.ContainsAny(text, "\n\r")
 }
 
-// stringNode is a new string scalar, quoted when it would not read back as one.
+// newStringNode is a new string scalar, quoted when it would not read back as one.
 func newStringNode(value string) *kyaml.Node {
 	_, style, _ := renderScalar(value, 0)
 	return &kyaml.Node{Kind: kyaml.ScalarNode, Tag: "!!str", Value: value, Style: style}

@@ -107,9 +107,10 @@ func (f *yamlFile) encode(doc *kyaml.Node) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// layout finds how the file is indented: the indentation of its first nested
-// block mapping (2 when none, or an odd one), and whether the items of its
-// first block list under a key are indented (kyaml's guess when there is none).
+// yamlLayout finds how the file is indented: the indentation of its first
+// nested block mapping (2 when none, or an odd one), and whether the items of
+// its first block list under a key are indented (kyaml's guess when there is
+// none).
 func yamlLayout(doc *kyaml.Node, src string) (indent int, wide bool) {
 	indent, wide = 0, kyaml.DeriveSeqIndentStyle(src) == string(kyaml.WideSequenceStyle)
 	seqFound := false

@@ -4,7 +4,12 @@
 // git CLI with fixed authors and dates (stable hashes), and helpers that act as "a
 // person" (commits pushed by the git CLI) and that inspect what clients did: the
 // history, the files at a branch tip, the requests served, and whether any update
-// of a branch was not a fast-forward (a force push).
+// of a branch was not a fast-forward (a force push). NewSSH serves the same
+// repositories over SSH; NewOpenPGPKey and VerifyCommitSignature make and check
+// signed commits.
+//
+// A test that lacks a tool it needs (git, sshd, gpg) is skipped on a developer's
+// machine and fails in CI (RequireOrSkip).
 //
 // The git CLI runs with HOME set to a temporary directory and no system or global
 // configuration, so the machine's git settings do not leak into tests.
@@ -80,18 +85,19 @@ type Server struct {
 	beforeReceive []func()
 }
 
-// New starts a Server that is closed when the test ends. It skips the test when
-// no git CLI with git-http-backend is installed.
+// New starts a Server that is closed when the test ends. Without a git CLI with
+// git-http-backend it skips the test, unless CI is set: then it fails it
+// (RequireOrSkip).
 func New(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	out, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
-		t.Skipf("gittest: no git CLI: %v", err)
+		RequireOrSkip(t, "", fmt.Sprintf("gittest: no git CLI (Debian package git): %v", err))
 	}
 	execPath := strings.TrimSpace(string(out))
 	backend := filepath.Join(execPath, "git-http-backend")
 	if _, err := os.Stat(backend); err != nil {
-		t.Skipf("gittest: no git-http-backend in %s", execPath)
+		RequireOrSkip(t, "", fmt.Sprintf("gittest: no git-http-backend in %s (Debian package git)", execPath))
 	}
 	s := &Server{root: t.TempDir(), home: t.TempDir(), gitExec: execPath}
 	for _, o := range opts {

@@ -55,14 +55,11 @@ type SSH struct {
 
 // NewSSH starts an SSH server for s's repositories, stopped when the test ends.
 // Without sshd it skips the test, unless RequireSSHDEnv is 1 or CI is set: then
-// it fails it.
+// it fails it (RequireOrSkip).
 func NewSSH(t testing.TB, s *Server) *SSH {
 	t.Helper()
 	if _, err := os.Stat(sshd); err != nil {
-		if os.Getenv(RequireSSHDEnv) == "1" || os.Getenv("CI") != "" {
-			t.Fatalf("gittest: %s is required here (%s=1 or CI set) and missing: install the Debian package openssh-server", sshd, RequireSSHDEnv)
-		}
-		t.Skipf("gittest: no %s (Debian package openssh-server); set %s=1 to require it", sshd, RequireSSHDEnv)
+		RequireOrSkip(t, RequireSSHDEnv, fmt.Sprintf("gittest: no %s (Debian package openssh-server)", sshd))
 	}
 	keygen, err := exec.LookPath("ssh-keygen")
 	if err != nil {
