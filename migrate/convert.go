@@ -239,7 +239,7 @@ func helmKeys(img imageConf, alias, pinTarget string, images int, c *converted) 
 }
 
 // sortFindings orders findings: what was lost first, then differences, then notes,
-// each in the order found.
+// each in the order found; a finding repeated in a row is kept once.
 func sortFindings(fs []Finding) []Finding {
 	out := slices.Clone(fs)
 	slices.SortStableFunc(out, func(a, b Finding) int { return int(a.Kind) - int(b.Kind) })

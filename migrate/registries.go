@@ -305,7 +305,8 @@ func appendOnce(list []string, s string) []string {
 	return append(list, s)
 }
 
-// render writes the registries file, entries sorted by prefix; nil when empty.
+// render writes the registries file, entries sorted by prefix, its findings as
+// comments above them; nil when it has neither entries nor findings.
 func (r *registries) render() ([]byte, []Finding, error) {
 	if len(r.entries) == 0 && len(r.findings) == 0 {
 		return nil, nil, nil
