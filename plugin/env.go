@@ -35,7 +35,7 @@ const (
 	parametersAcceptedShape = `a JSON array of {"name": NAME, and exactly one of "string": "...", "array": ["..."], "map": {"k": "v"}} with unique names, or null`
 )
 
-// Env is the environment Argo CD gives a CMP command (DESIGN.md §10).
+// Env is the environment Argo CD gives a CMP command.
 type Env struct {
 	// AppName is ARGOCD_APP_NAME exactly as given: "name" for an Application in the
 	// control-plane namespace, "namespace_name" for one outside it. Use it for identity.
