@@ -1,7 +1,19 @@
-// Package daemon is the long-lived half of the sidecar: the cached registry view
-// (cache) behind a resolver, the unix socket API that generate calls (POST
-// /v1/resolve, POST /v1/generate, GET /v1/health), /metrics, /healthz and /readyz
-// on TCP, and the client and fallback that generate uses to reach it.
+// Package daemon is the long-lived half of the sidecar (`argocd-image-resolver
+// serve`, started by `sidecar`):
+//
+//   - the cached registry view (cache) behind a resolver, shared by every render in
+//     the pod, with the Redis tier when replicas share one;
+//   - the unix socket API (package api): POST /v1/generate renders an app for the
+//     thin generate client (in render workers when configured), POST /v1/resolve
+//     answers resolution batches (preview --socket), GET /v1/health; identical
+//     requests of one app in flight share one resolution (detachedBatch), and each
+//     batch groups its identical requests (resolve.Resolver.ResolveBatch);
+//   - the refresh loop: a Tracker of the apps it rendered and their answers, kept
+//     across restarts in a watch list (a file, or Redis), and a Refresher that
+//     re-resolves them as tag lists expire and asks Argo CD for a hard refresh
+//     (Notifier) or commits new pins (PinWriter) when an answer changes;
+//   - /metrics, /healthz and /readyz on TCP;
+//   - the client and fallback preview uses to reach it.
 package daemon
 
 import (

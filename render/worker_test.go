@@ -240,8 +240,8 @@ func TestWorkersIdleAndDead(t *testing.T) {
 	}
 }
 
-// BenchmarkRenderInWorker is the cost of rendering in a worker process (issue 12's
-// bound on hostile charts) against rendering in the daemon's own process, for
+// BenchmarkRenderInWorker is the cost of rendering in a worker process (the bound on
+// hostile charts: a render past its deadline or memory is stopped for real) against rendering in the daemon's own process, for
 // each sample source, with the worker warm: the request and the objects cross a
 // pipe as JSON and YAML. It reports both times per render and the ratio.
 func BenchmarkRenderInWorker(b *testing.B) {
