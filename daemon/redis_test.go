@@ -237,7 +237,7 @@ func TestReplicasShareOneViewThroughRedis(t *testing.T) {
 
 	// Redis back (empty): the replicas rejoin and share again.
 	rs.Restart()
-	waitUntil(t, 10*time.Second, "replicas see redis again", func() bool {
+	waitUntil(t, time.Minute, "replicas see redis again", func() bool {
 		for _, r := range replicas {
 			if metricValue(t, r.d, "argocd_image_resolver_cache_redis_up", nil) != 1 {
 				return false
@@ -266,6 +266,9 @@ func TestReplicasShareOneViewThroughRedis(t *testing.T) {
 	}
 }
 
+// waitUntil polls ok until it holds, for what depends on an outside process (a
+// redis-server that was restarted, seen by the replicas' probes); d is a hang
+// guard.
 func waitUntil(t *testing.T, d time.Duration, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
