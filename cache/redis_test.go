@@ -22,12 +22,24 @@ import (
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
+// healthyRedisTimeout is the fixtures' command and dial timeout unless a test
+// sets one: 5s rather than the 200ms default, so that a loaded test machine does
+// not pass for a Redis that stopped answering (which opens the circuit, and the
+// daemons then fetch alone). A test of a stalled Redis sets the default.
+const healthyRedisTimeout = 5 * time.Second
+
 // sharedFixture is one daemon's stack (as newFixture builds it) with the Redis tier
 // on, recording into the fixture's metrics.
 func newSharedFixture(t testing.TB, s *rt.Server, addr string, ro RedisOptions, opts ...Option) *fixture {
 	t.Helper()
 	m := NewMetrics()
 	ro.Addr = addr
+	if ro.Timeout == 0 {
+		ro.Timeout = healthyRedisTimeout
+	}
+	if ro.DialTimeout == 0 {
+		ro.DialTimeout = healthyRedisTimeout
+	}
 	if ro.Logger == nil {
 		ro.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -227,7 +239,8 @@ func TestRedisDownSlowAndBack(t *testing.T) {
 	rs := redistest.Start(t)
 	s := rt.New(t)
 	repos := seedShared(t, s)
-	ro := RedisOptions{RetryInterval: 50 * time.Millisecond}
+	// the default timeouts: a stalled Redis costs a lookup 200ms (below)
+	ro := RedisOptions{RetryInterval: 50 * time.Millisecond, Timeout: DefaultRedisTimeout, DialTimeout: DefaultRedisDialTimeout}
 	fs := []*fixture{newSharedFixture(t, s, rs.Addr, ro), newSharedFixture(t, s, rs.Addr, ro), newSharedFixture(t, s, rs.Addr, ro)}
 	renderSpread(t, fs, repos[:2], 30)
 

@@ -31,8 +31,17 @@ func startReplica(t *testing.T, redisAddr string) *replica {
 	t.Helper()
 	cfg := testConfig()
 	cfg.Socket = socketPath(t)
-	cfg.Redis.Address = redisAddr
+	useRedis(&cfg, redisAddr)
 	return startStoppable(t, cfg)
+}
+
+// useRedis shares the daemon's view through the redis-server at addr, with
+// command timeouts of 5s rather than 200ms: a loaded test machine must not pass
+// for a Redis that stopped answering (which opens the circuit, and each replica
+// then fetches alone). A Redis killed by a test is seen at once (refused).
+func useRedis(cfg *config.Config, addr string) {
+	cfg.Redis.Address = addr
+	cfg.Redis.DialTimeout, cfg.Redis.Timeout = 5*time.Second, 5*time.Second
 }
 
 // startStoppable starts a daemon that the test may stop (and start again) midway.

@@ -221,8 +221,9 @@ func TestLongRenderNotCutByReadTimeout(t *testing.T) {
 	}
 }
 
+// unixHTTP is a client of the socket API; its minute's timeout is a hang guard.
 func unixHTTP(socket string) *http.Client {
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+	return &http.Client{Timeout: time.Minute, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
 		},

@@ -47,7 +47,7 @@ func TestWatchListSurvivesRestart(t *testing.T) {
 			advance := clock.Advance
 			if store == "redis" {
 				rs := redistest.Start(t)
-				cfg.Redis.Address = rs.Addr
+				useRedis(&cfg, rs.Addr)
 				advance = func(d time.Duration) { clock.Advance(d); rs.Advance(t, d) }
 			}
 			first := startStoppable(t, cfg, WithNotifier(&fakeNotifier{}), WithRefreshEvery(time.Hour), withClock(clock))
@@ -245,7 +245,9 @@ func TestReplicasAskOnceForAChange(t *testing.T) {
 			for range 3 {
 				cfg := testConfig()
 				cfg.Socket = socketPath(t)
-				cfg.Redis.Address = addr
+				if addr != "" {
+					useRedis(&cfg, addr)
+				}
 				cfg.RefreshAhead = 0
 				cfg.TagTTL = time.Minute
 				n := &fakeNotifier{}
