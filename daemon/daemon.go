@@ -86,6 +86,30 @@ type options struct {
 	pins         PinWriter
 	refreshEvery time.Duration
 	worker       func() *exec.Cmd
+
+	// Test hooks, set by this package's tests only (withCacheOptions,
+	// withPinWriterOptions, withResolvedHook).
+	cacheOpts []cache.Option
+	pinOpts   []pin.WriterOption
+	resolved  func(app string, req resolve.Request)
+}
+
+// withCacheOptions adds options of the registry cache after the configuration's
+// (tests: a clock the test advances past a TTL).
+func withCacheOptions(opts ...cache.Option) Option {
+	return func(o *options) { o.cacheOpts = append(o.cacheOpts, opts...) }
+}
+
+// withPinWriterOptions adds options of the pin writer the daemon builds (tests: a
+// hook told when a batch has been written).
+func withPinWriterOptions(opts ...pin.WriterOption) Option {
+	return func(o *options) { o.pinOpts = append(o.pinOpts, opts...) }
+}
+
+// withResolvedHook is told when a resolution run in the daemon's time has ended
+// (tests: a cold resolution that goes on after its render gave up).
+func withResolvedHook(f func(app string, req resolve.Request)) Option {
+	return func(o *options) { o.resolved = f }
 }
 
 // WithRenderWorkers makes the daemon render in worker processes started by start
@@ -147,7 +171,7 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.Registry = cache.NewRegistry(remote,
+	d.Registry = cache.NewRegistry(remote, append([]cache.Option{
 		cache.WithTagTTL(cfg.TagTTL),
 		cache.WithHeadTTL(cfg.HeadTTL),
 		cache.WithStaleIfError(cfg.StaleIfError),
@@ -155,17 +179,18 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		cache.WithCacheSizes(cfg.ManifestCacheSize, cfg.BlobCacheSize),
 		cache.WithFetchTimeout(cfg.FetchTimeout),
 		cache.WithMetrics(d.Metrics.Metrics),
-		cache.WithRedis(shared))
+		cache.WithRedis(shared)}, o.cacheOpts...)...)
 	d.Resolver = cfg.NewResolver(d.Registry, resolve.WithObserver(d.Metrics.observeResolution))
 	d.life, d.stopLife = context.WithCancel(context.Background())
 	d.batch = newDetachedBatch(d.life, d.Resolver, cfg.FetchTimeout)
+	d.batch.resolved = o.resolved
 	d.Server = NewServer(d.batch, d.Metrics, d.log)
 	if o.worker != nil {
 		d.workers = render.NewWorkers(o.worker, cfg.RenderWorkers, render.WithWorkerMemory(cfg.RenderWorkerMemory))
 	}
 	d.pins = o.pins
 	if d.pins == nil {
-		d.pins = cfg.NewPinWriter(o.log, d.Metrics.Registry, pin.WithOnResult(d.pinResult))
+		d.pins = cfg.NewPinWriter(o.log, d.Metrics.Registry, append([]pin.WriterOption{pin.WithOnResult(d.pinResult)}, o.pinOpts...)...)
 	}
 	if cfg.Refresh == config.RefreshHard {
 		every := o.refreshEvery

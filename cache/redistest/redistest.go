@@ -175,6 +175,65 @@ func (s *Server) Flush(t testing.TB) {
 	}
 }
 
+// advanceScript shortens every key's remaining TTL by ARGV[1] ms, deleting the
+// keys whose TTL ends within it; keys without a TTL are left. It returns how many
+// keys it deleted.
+const advanceScript = `local d = tonumber(ARGV[1])
+local gone = 0
+for _, k in ipairs(redis.call("KEYS", "*")) do
+  local p = redis.call("PTTL", k)
+  if p > 0 then
+    if p <= d then
+      redis.call("DEL", k)
+      gone = gone + 1
+    else
+      redis.call("PEXPIRE", k, p - d)
+    end
+  end
+end
+return gone`
+
+// Advance makes d pass for the server's keys, as far as a client can tell:
+// every key's remaining TTL is d shorter, and a key whose TTL ends within d is
+// gone, as if it had expired. A test that moves a cache's injected clock on by d
+// moves the shared tier's with it, rather than sleeping through a real TTL. It
+// returns how many keys expired.
+func (s *Server) Advance(t testing.TB, d time.Duration) int {
+	t.Helper()
+	reply := s.command(t, "EVAL", advanceScript, "0", strconv.FormatInt(d.Milliseconds(), 10))
+	n, err := strconv.Atoi(strings.TrimPrefix(reply, ":"))
+	if err != nil {
+		t.Fatalf("redis advance: reply %q", reply)
+	}
+	return n
+}
+
+// command sends one command and returns its one-line reply (a status, an integer
+// or a bulk string's length line); an error reply fails the test.
+func (s *Server) command(t testing.TB, args ...string) string {
+	t.Helper()
+	c, err := s.dial(time.Second)
+	if err != nil {
+		t.Fatalf("redis %s: %v", args[0], err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		t.Fatalf("redis %s: %v", args[0], err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	line = strings.TrimRight(line, "\r\n")
+	if err != nil || strings.HasPrefix(line, "-") {
+		t.Fatalf("redis %s: %q %v", args[0], line, err)
+	}
+	return line
+}
+
 // Stop kills the server (SIGKILL: as if its pod died) and waits until its port
 // refuses connections. Safe to call when stopped.
 func (s *Server) Stop() {
