@@ -354,6 +354,9 @@ func (p fileParser) imageField(fi *fileImage, path, key string, v *yaml.Node) {
 	}
 }
 
+// isNullNode and describeNode are for gopkg.in/yaml.v3 nodes, worded for the
+// policy file ("the scalar \"1\"", "empty"); render and pin read kyaml's nodes, a
+// different type, with internal/yamlnode.
 func isNullNode(n *yaml.Node) bool {
 	return n == nil || n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
 }
