@@ -11,6 +11,7 @@ import (
 
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/oneline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/internal/yamlnode"
 )
 
@@ -61,14 +62,14 @@ func parseYAMLFile(name string, content []byte) (*yamlFile, error) {
 	var doc kyaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("file %s: %s", name, oneLineMsg(err.Error()))
+			return nil, fmt.Errorf("file %s: %s", name, oneline.Fold(err.Error()))
 		}
 		doc = kyaml.Node{Kind: kyaml.DocumentNode}
 	}
 	var extra kyaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return nil, fmt.Errorf("file %s: %s", name, oneLineMsg(err.Error()))
+			return nil, fmt.Errorf("file %s: %s", name, oneline.Fold(err.Error()))
 		}
 		return nil, fmt.Errorf("file %s (line %d): more than one YAML document (accepted: one document, a mapping)", name, extra.Line)
 	}
@@ -405,9 +406,4 @@ func newStringNode(value string) *kyaml.Node {
 
 func newMappingNode() *kyaml.Node {
 	return &kyaml.Node{Kind: kyaml.MappingNode, Tag: "!!map"}
-}
-
-// oneLine folds a multi-line parser message.
-func oneLineMsg(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }
