@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache/redistest"
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/testio"
 	"github.com/argocd-image-resolver/argocd-image-resolver/notify"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
@@ -156,30 +156,12 @@ func TestWatchListUnreadable(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(filepath.Dir(cfg.Socket), watchFileName), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedLog{}
+	logs := &testio.SyncBuffer{}
 	r := startStoppable(t, cfg, WithNotifier(&fakeNotifier{}), WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	r.stop()
 	if out := logs.String(); !strings.Contains(out, "watch list not restored") || !strings.Contains(out, watchFileName) {
 		t.Errorf("logs do not say the watch list was not restored:\n%s", out)
 	}
-}
-
-// lockedLog collects log lines written from several goroutines.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Renders that change nothing are not written again until their saved time has

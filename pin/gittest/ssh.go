@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/testio"
 )
 
 // SSHD is the OpenSSH server NewSSH runs (Debian package openssh-server).
@@ -49,7 +51,7 @@ type SSH struct {
 	log    string // one line per command run: "<service> <path>"
 	cmd    *exec.Cmd
 	exited chan error
-	out    lockedBuffer // sshd's log (-e)
+	out    testio.SyncBuffer // sshd's log (-e)
 	once   sync.Once
 }
 

@@ -748,6 +748,25 @@ repositories:
 	var _ v1.Image = img
 }
 
+func TestSeedSharedRepositories(t *testing.T) {
+	s := registrytest.New(t)
+	repos := s.SeedSharedRepositories(t)
+	if len(repos) != 20 || repos[0] != "org/svc-00" || repos[19] != "org/svc-19" {
+		t.Fatalf("repositories %v", repos)
+	}
+	tags, err := remote.List(repoRef(t, s, "org/svc-07"))
+	if err != nil || len(tags) != 100 {
+		t.Fatalf("%d tags, %v", len(tags), err)
+	}
+	idx, err := remote.Index(tagRef(t, s, "org/svc-07", "1.0.99"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im, err := idx.IndexManifest(); err != nil || len(im.Manifests) != 2 {
+		t.Fatalf("index of 1.0.99: %v, %v; want linux/amd64 and linux/arm64", im, err)
+	}
+}
+
 func TestHostileFaults(t *testing.T) {
 	s := registrytest.New(t)
 	s.Push(t, "app", "1.0.0", registrytest.Image(t0, "linux/amd64"))
