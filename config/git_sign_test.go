@@ -19,40 +19,12 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin/gittest"
 )
 
-// signingKey is an OpenPGP key made for a test, armored: public, private, and
-// private protected by passphrase.
-type signingKey struct {
-	public, private, locked, passphrase string
-}
-
-func newSigningKey(t *testing.T) signingKey {
-	t.Helper()
-	k := gittest.NewOpenPGPKey(t, "", "correct horse "+t.Name())
-	return signingKey{public: k.Public, private: k.Private, locked: k.Locked, passphrase: k.Passphrase}
-}
-
-// assertNoKeyMaterial fails when err holds a line of the armored keys or the
-// passphrase.
-func (k signingKey) assertNoKeyMaterial(t *testing.T, err error) {
-	t.Helper()
-	for _, a := range []string{k.public, k.private, k.locked} {
-		for _, l := range strings.Split(a, "\n") {
-			if l = strings.TrimSpace(l); len(l) > 8 && !strings.HasPrefix(l, "-----") && strings.Contains(err.Error(), l) {
-				t.Errorf("error %q holds key material %q", err, l)
-			}
-		}
-	}
-	if strings.Contains(err.Error(), k.passphrase) {
-		t.Errorf("error %q holds the passphrase", err)
-	}
-}
-
 func TestGitSigningKeyValidation(t *testing.T) {
-	k := newSigningKey(t)
-	private := writeFile(t, "private.asc", k.private)
-	locked := writeFile(t, "locked.asc", k.locked)
-	public := writeFile(t, "public.asc", k.public)
-	pass := writeFile(t, "pass", k.passphrase+"\n")
+	k := gittest.NewOpenPGPKey(t, "", "correct horse "+t.Name())
+	private := writeFile(t, "private.asc", k.Private)
+	locked := writeFile(t, "locked.asc", k.Locked)
+	public := writeFile(t, "public.asc", k.Public)
+	pass := writeFile(t, "pass", k.Passphrase+"\n")
 	wrong := writeFile(t, "wrong", "wrong horse\n")
 	absent := filepath.Join(t.TempDir(), "absent")
 	for _, tc := range []struct {
@@ -93,7 +65,7 @@ func TestGitSigningKeyValidation(t *testing.T) {
 			if strings.Contains(tc.name, "passphrase") != errors.Is(err, pin.ErrKeyPassphrase) && tc.key != "" && tc.key != absent && tc.pass != absent {
 				t.Errorf("errors.Is(%v, pin.ErrKeyPassphrase) = %v", err, errors.Is(err, pin.ErrKeyPassphrase))
 			}
-			k.assertNoKeyMaterial(t, err)
+			k.AssertNoKeyMaterial(t, err)
 		})
 	}
 
@@ -119,7 +91,7 @@ func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 func TestPinWriterSignsCommits(t *testing.T) {
 	s := gittest.New(t, gittest.WithBasicAuth("pinbot", "s3cret-token"))
 	url := s.Init(t, "apps.git", map[string]string{"apps/web/kustomization.yaml": "resources: []\n"})
-	k := newSigningKey(t)
+	k := gittest.NewOpenPGPKey(t, "", "correct horse "+t.Name())
 	dir := t.TempDir()
 	keyFile, passFile := filepath.Join(dir, "key.asc"), filepath.Join(dir, "pass")
 	put := func(p, content string) {
@@ -128,8 +100,8 @@ func TestPinWriterSignsCommits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put(keyFile, k.locked)
-	put(passFile, k.passphrase+"\n")
+	put(keyFile, k.Locked)
+	put(passFile, k.Passphrase+"\n")
 	c := DefaultConfig()
 	c.Git = GitConfig{
 		Author:                   "Pin Bot <pinbot@example.com>",
@@ -163,31 +135,31 @@ func TestPinWriterSignsCommits(t *testing.T) {
 	if !res.Pushed || res.Commit != s.Head(t, "apps.git", "main") {
 		t.Fatalf("result %+v", res)
 	}
-	if err := verify(res.Commit, k.public); err != nil {
+	if err := verify(res.Commit, k.Public); err != nil {
 		t.Errorf("go-git: pin commit does not verify: %v", err)
 	}
 	t.Run("git verify-commit", func(t *testing.T) {
-		gittest.VerifyCommitSignature(t, s.Dir("apps.git"), res.Commit, k.public)
+		gittest.VerifyCommitSignature(t, s.Dir("apps.git"), res.Commit, k.Public)
 	})
 	s.Fsck(t, "apps.git")
 
 	// a rotated key (unprotected now), read at the next commit
-	k2 := newSigningKey(t)
-	put(keyFile, k2.private)
+	k2 := gittest.NewOpenPGPKey(t, "", "correct horse "+t.Name())
+	put(keyFile, k2.Private)
 	res, err = w.Write(ctx, []pin.Change{sshChange(t, url, "1.0.0", "1.1.0")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := verify(res.Commit, k2.public); err != nil {
+	if err := verify(res.Commit, k2.Public); err != nil {
 		t.Errorf("go-git: commit after the rotation does not verify with the new key: %v", err)
 	}
-	if err := verify(res.Commit, k.public); err == nil {
+	if err := verify(res.Commit, k.Public); err == nil {
 		t.Errorf("commit after the rotation verifies with the old key")
 	}
 
 	// a key that cannot sign: no commit pushed
 	tip := s.Head(t, "apps.git", "main")
-	put(keyFile, k2.public)
+	put(keyFile, k2.Public)
 	_, err = w.Write(ctx, []pin.Change{sshChange(t, url, "1.1.0", "1.2.0")})
 	if err == nil {
 		t.Fatal("pushed with a public key as the signing key")
@@ -197,8 +169,8 @@ func TestPinWriterSignsCommits(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
-	k.assertNoKeyMaterial(t, err)
-	k2.assertNoKeyMaterial(t, err)
+	k.AssertNoKeyMaterial(t, err)
+	k2.AssertNoKeyMaterial(t, err)
 	if s.Head(t, "apps.git", "main") != tip {
 		t.Errorf("pushed: tip %s, was %s", s.Head(t, "apps.git", "main"), tip)
 	}

@@ -106,22 +106,6 @@ func newKey(t *testing.T, passphrase string) string {
 	return k
 }
 
-// keyMaterial returns the lines of a private key file that carry the key.
-func keyMaterial(t *testing.T, file string) []string {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if l != "" && !strings.HasPrefix(l, "-----") {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 func TestGitAuthFor(t *testing.T) {
 	key := newKey(t, "")
 	locked := newKey(t, "correct horse")
@@ -177,7 +161,7 @@ func TestGitAuthFor(t *testing.T) {
 		t.Error("CredentialFor gave a password for an ssh credential")
 	}
 
-	material := append(keyMaterial(t, key), keyMaterial(t, locked)...)
+	material := append(gittest.KeyMaterial(t, key), gittest.KeyMaterial(t, locked)...)
 	for url, want := range map[string][]string{
 		"git@git.example.com:wrong/apps.git":   {"git.credentials[3].sshKeyFile", locked, "not a usable private key", "check the passphrase in git.credentials[3].sshKeyPassphraseFile"},
 		"git@git.example.com:nopass/apps.git":  {"git.credentials[4].sshKeyFile", locked, "if the key has a passphrase"},
@@ -258,7 +242,7 @@ func TestPinWriterOverSSH(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
-	for _, m := range keyMaterial(t, x.KeyFile) {
+	for _, m := range gittest.KeyMaterial(t, x.KeyFile) {
 		if strings.Contains(err.Error(), m) {
 			t.Errorf("error %q holds the private key", err)
 		}
