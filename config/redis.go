@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"slices"
@@ -263,33 +262,4 @@ func (r RedisConfig) Password() (string, error) {
 		return p, nil
 	}
 	return os.Getenv(RedisPasswordEnv), nil
-}
-
-// NewRedis builds the shared tier of this configuration, recording into m; nil
-// when redis.address is empty. Redis being unreachable is not an error (the
-// daemon goes on without it and joins when it answers); bad TLS or password
-// files are.
-func (c Config) NewRedis(m *cache.Metrics, log *slog.Logger) (*cache.Redis, error) {
-	r := c.Redis
-	if r.Address == "" {
-		return nil, nil
-	}
-	if err := r.Validate(); err != nil {
-		return nil, err
-	}
-	tc, err := r.TLSConfig()
-	if err != nil {
-		return nil, err
-	}
-	return cache.NewRedis(cache.RedisOptions{
-		Addr:        r.Address,
-		Username:    r.Username,
-		Password:    r.Password,
-		TLS:         tc,
-		KeyPrefix:   r.KeyPrefix,
-		DialTimeout: r.DialTimeout,
-		Timeout:     r.Timeout,
-		ContentTTL:  r.ContentTTL,
-		Logger:      log,
-	}, m)
 }
