@@ -34,6 +34,7 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/compose"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
@@ -150,8 +151,8 @@ func WithRemoteOptions(opts ...resolve.RemoteOption) Option {
 
 // New validates cfg and builds the daemon; it does not listen yet. The registry
 // client, its credentials, rate limits and app scoping are built from cfg by the
-// same builders a render without the daemon uses (config.Config.NewRemote,
-// NewResolver).
+// same builders a render without the daemon uses (compose.NewRemote,
+// compose.NewResolver).
 func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -162,12 +163,12 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: o.log, Metrics: NewMetrics(nil), readyCh: make(chan struct{})}
 	// The cache below keeps what the Remote's own memo would.
-	remote, limiter, err := cfg.NewRemote(d.Metrics.Metrics, o.log, append([]resolve.RemoteOption{resolve.WithoutMemo()}, o.remoteOpts...)...)
+	remote, limiter, err := compose.NewRemote(cfg, d.Metrics.Metrics, o.log, append([]resolve.RemoteOption{resolve.WithoutMemo()}, o.remoteOpts...)...)
 	if err != nil {
 		return nil, err
 	}
 	d.Limiter = limiter
-	shared, err := cfg.NewRedis(d.Metrics.Metrics, o.log) // nil without redis.address
+	shared, err := compose.NewRedis(cfg, d.Metrics.Metrics, o.log) // nil without redis.address
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +181,7 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		cache.WithFetchTimeout(cfg.FetchTimeout),
 		cache.WithMetrics(d.Metrics.Metrics),
 		cache.WithRedis(shared)}, o.cacheOpts...)...)
-	d.Resolver = cfg.NewResolver(d.Registry, resolve.WithObserver(d.Metrics.observeResolution))
+	d.Resolver = compose.NewResolver(cfg, d.Registry, resolve.WithObserver(d.Metrics.observeResolution))
 	d.life, d.stopLife = context.WithCancel(context.Background())
 	d.batch = newDetachedBatch(d.life, d.Resolver, cfg.FetchTimeout)
 	d.batch.resolved = o.resolved
@@ -190,7 +191,7 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	}
 	d.pins = o.pins
 	if d.pins == nil {
-		d.pins = cfg.NewPinWriter(o.log, d.Metrics.Registry, append([]pin.WriterOption{pin.WithOnResult(d.pinResult)}, o.pinOpts...)...)
+		d.pins = compose.NewPinWriter(cfg, o.log, d.Metrics.Registry, append([]pin.WriterOption{pin.WithOnResult(d.pinResult)}, o.pinOpts...)...)
 	}
 	if cfg.Refresh == config.RefreshHard {
 		every := o.refreshEvery
@@ -215,7 +216,7 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 func (d *Daemon) socketHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", d.Server.Handler())
-	settings := d.cfg.PipelineSettings()
+	settings := compose.PipelineSettings(d.cfg)
 	if d.workers != nil {
 		settings.Renderer = d.workers
 	}

@@ -161,6 +161,23 @@ func (x *SSH) OtherHostKey(t testing.TB) string {
 	return publicKeyOnly(string(b))
 }
 
+// KeyMaterial returns the lines of a private key file that carry the key, for
+// a test to check that none of them is in a message.
+func KeyMaterial(t testing.TB, file string) []string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l != "" && !strings.HasPrefix(l, "-----") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // serveScript is the authorized key's forced command: it runs git-upload-pack
 // or git-receive-pack on a repository under the Server's root, named by the
 // client's command (`git-upload-pack '/apps.git'`), and refuses anything else.
