@@ -84,7 +84,6 @@ type options struct {
 	log          *slog.Logger
 	remoteOpts   []resolve.RemoteOption
 	notifier     Notifier
-	pins         PinWriter
 	refreshEvery time.Duration
 	worker       func() *exec.Cmd
 
@@ -119,11 +118,6 @@ func withResolvedHook(f func(app string, req resolve.Request)) Option {
 // or whose caller left, is stopped for real. Without it, renders run in the
 // daemon's process.
 func WithRenderWorkers(start func() *exec.Cmd) Option { return func(o *options) { o.worker = start } }
-
-// WithPinWriter gives the daemon the git writer of pins (pin.Writer), for apps
-// with pin-mode write or use. Without one, their renders work and nothing is
-// committed.
-func WithPinWriter(w PinWriter) Option { return func(o *options) { o.pins = w } }
 
 // WithNotifier gives the refresh loop the way to ask Argo CD for a render
 // (notify.Kubernetes). Without one, or with refresh: off, the loop does not run.
@@ -189,10 +183,7 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	if o.worker != nil {
 		d.workers = render.NewWorkers(o.worker, cfg.RenderWorkers, render.WithWorkerMemory(cfg.RenderWorkerMemory))
 	}
-	d.pins = o.pins
-	if d.pins == nil {
-		d.pins = compose.NewPinWriter(cfg, o.log, d.Metrics.Registry, append([]pin.WriterOption{pin.WithOnResult(d.pinResult)}, o.pinOpts...)...)
-	}
+	d.pins = compose.NewPinWriter(cfg, o.log, d.Metrics.Registry, append([]pin.WriterOption{pin.WithOnResult(d.pinResult)}, o.pinOpts...)...)
 	if cfg.Refresh == config.RefreshHard {
 		every := o.refreshEvery
 		if every <= 0 {

@@ -76,26 +76,6 @@ func WithBranchCreation(allow bool) WriterOption {
 	return func(w *Writer) { w.create = allow }
 }
 
-// WithAttemptTimeout bounds the network operations of one attempt (default 2m),
-// within the context given.
-func WithAttemptTimeout(d time.Duration) WriterOption {
-	return func(w *Writer) {
-		if d > 0 {
-			w.attemptTimeout = d
-		}
-	}
-}
-
-// WithFlushTimeout bounds how long Run goes on writing what is queued after its
-// context ends (default 30s).
-func WithFlushTimeout(d time.Duration) WriterOption {
-	return func(w *Writer) {
-		if d > 0 {
-			w.flushTimeout = d
-		}
-	}
-}
-
 // WithMetrics registers the writer's metrics with reg: pin_commits_total,
 // pin_pushes_total{outcome}, pin_push_retries_total, pin_conflicts_total and
 // pins_pending, prefixed argocd_image_resolver_. Writers given the same reg

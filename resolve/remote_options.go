@@ -54,9 +54,6 @@ func WithPageSize(n int) RemoteOption { return func(o *remoteOptions) { o.pageSi
 // WithRetry sets the retry policy for 429 and 5xx answers.
 func WithRetry(p RetryPolicy) RemoteOption { return func(o *remoteOptions) { o.retry = p } }
 
-// WithUserAgent sets the User-Agent sent to registries.
-func WithUserAgent(ua string) RemoteOption { return func(o *remoteOptions) { o.userAgent = ua } }
-
 // WithRegistries sets per-registry configuration (endpoint, insecure, page size),
 // matched by the longest prefix of each repository.
 func WithRegistries(cfgs []RegistryConfig) RemoteOption {

@@ -313,6 +313,3 @@ func (x *SSH) Pushes(name string) int {
 	}
 	return n
 }
-
-// Log returns sshd's log.
-func (x *SSH) Log() string { return x.out.String() }
