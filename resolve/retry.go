@@ -87,12 +87,17 @@ func (t *retryTransport) wait(ctx context.Context, d time.Duration) error {
 	if t.sleep != nil {
 		return t.sleep(ctx, d)
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
+	return sleepCtx(ctx, d)
+}
+
+// sleepCtx waits for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-timer.C:
+	case <-t.C:
 		return nil
 	}
 }
