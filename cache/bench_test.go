@@ -14,24 +14,6 @@ import (
 
 // ---- many apps over shared repositories ----
 
-// seedApps seeds 20 repositories of 100 multi-arch tags (indexes for linux/amd64
-// and linux/arm64, build time in the child configs).
-func seedApps(b *testing.B, s *rt.Server) []string {
-	b.Helper()
-	sc := &rt.Scenario{Repositories: map[string]*rt.Repository{}}
-	var names []string
-	for r := range 20 {
-		name := fmt.Sprintf("org/svc-%02d", r)
-		names = append(names, name)
-		sc.Repositories[name] = &rt.Repository{Generate: &rt.Generate{Count: 100, Format: "1.0.%d",
-			Created: "2026-01-01T00:00:00Z", Interval: "1h", Platforms: []string{"linux/amd64", "linux/arm64"}}}
-	}
-	if err := s.SeedScenario(sc); err != nil {
-		b.Fatal(err)
-	}
-	return names
-}
-
 var appPolicies = []resolve.PolicySpec{
 	{Constraint: "^1", Platforms: []string{"linux/arm64"}},
 	{Strategy: "newest-build", Platforms: []string{"linux/amd64"}},
@@ -83,7 +65,7 @@ func benchStack(b *testing.B, s *rt.Server, opts ...Option) *fixture {
 func BenchmarkManyApps(b *testing.B) {
 	const apps = 200
 	s := rt.New(b)
-	repos := seedApps(b, s)
+	repos := s.SeedSharedRepositories(b)
 	report := func(b *testing.B) {
 		b.ReportMetric(float64(s.Total())/float64(b.N), "requests/op")
 		b.ReportMetric(float64(s.Count(rt.Tags))/float64(b.N), "lists/op")

@@ -108,6 +108,10 @@ type Redis struct {
 	waiters map[string]map[chan struct{}]struct{}
 	ps      *redis.PubSub
 
+	// onLeaseWait, when set (a test hook, before the Redis is used), is told when
+	// a fetch starts waiting for the lease another daemon holds.
+	onLeaseWait func(layer, key string)
+
 	ctx    context.Context // cancelled by Close: probes and lease renewals
 	cancel context.CancelFunc
 	gmu    sync.Mutex // guards closed and wg.Add against Close's wg.Wait

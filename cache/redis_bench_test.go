@@ -24,7 +24,7 @@ import (
 func BenchmarkRedisTier(b *testing.B) {
 	const apps = 60
 	s := rt.New(b)
-	repos := seedApps(b, s)
+	repos := s.SeedSharedRepositories(b)
 	s.SetLatency(2 * time.Millisecond)
 	rs := redistest.Start(b)
 	for _, bc := range []struct {

@@ -190,6 +190,9 @@ func sharedFill[V any](ctx context.Context, rd *Redis, layer, key string, ttl ti
 		}
 		if timer == nil {
 			rd.m.leaseWaits.WithLabelValues(layer).Inc()
+			if rd.onLeaseWait != nil {
+				rd.onLeaseWait(layer, key)
+			}
 			timer = time.NewTimer(poll)
 			defer timer.Stop()
 		} else {

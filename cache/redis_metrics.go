@@ -1,9 +1,9 @@
 package cache
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/promreg"
 )
 
 // redisMetrics are the shared tier's metrics, registered into the Metrics'
@@ -20,10 +20,10 @@ type redisMetrics struct {
 func newRedisMetrics(m *Metrics) *redisMetrics {
 	counter := func(name, help string, label string) *prometheus.CounterVec {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, []string{label})
-		return register(m.Registry, c)
+		return promreg.Register(m.Registry, c)
 	}
 	rm := &redisMetrics{
-		up: register(m.Registry, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "cache_redis_up",
+		up: promreg.Register(m.Registry, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "cache_redis_up",
 			Help: "1 while the Redis shared tier is in use, 0 while it is unavailable (the daemon resolves from memory and registries, probing Redis every second)."})),
 		hits:   counter("cache_redis_hits_total", "Lookups that missed memory and were answered by Redis (a value another daemon, or this one before a restart, fetched).", "layer"),
 		misses: counter("cache_redis_misses_total", "Lookups that missed memory and Redis and were fetched from the registry (then written to Redis).", "layer"),
@@ -43,19 +43,4 @@ func newRedisMetrics(m *Metrics) *redisMetrics {
 		rm.errors.WithLabelValues(op)
 	}
 	return rm
-}
-
-// register registers c, or returns the collector already registered under its
-// name (a second Redis tier on the same Metrics records into the first's series).
-func register[C prometheus.Collector](reg *prometheus.Registry, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
 }

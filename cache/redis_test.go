@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,12 +22,24 @@ import (
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
+// healthyRedisTimeout is the fixtures' command and dial timeout unless a test
+// sets one: 5s rather than the 200ms default, so that a loaded test machine does
+// not pass for a Redis that stopped answering (which opens the circuit, and the
+// daemons then fetch alone). A test of a stalled Redis sets the default.
+const healthyRedisTimeout = 5 * time.Second
+
 // sharedFixture is one daemon's stack (as newFixture builds it) with the Redis tier
 // on, recording into the fixture's metrics.
 func newSharedFixture(t testing.TB, s *rt.Server, addr string, ro RedisOptions, opts ...Option) *fixture {
 	t.Helper()
 	m := NewMetrics()
 	ro.Addr = addr
+	if ro.Timeout == 0 {
+		ro.Timeout = healthyRedisTimeout
+	}
+	if ro.DialTimeout == 0 {
+		ro.DialTimeout = healthyRedisTimeout
+	}
 	if ro.Logger == nil {
 		ro.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -223,10 +236,11 @@ func TestRedisRestartedDaemonAsksRegistryNothingKnown(t *testing.T) {
 }
 
 func TestRedisDownSlowAndBack(t *testing.T) {
-	rs := redistest.Start(t, "--enable-debug-command", "yes")
+	rs := redistest.Start(t)
 	s := rt.New(t)
 	repos := seedShared(t, s)
-	ro := RedisOptions{RetryInterval: 50 * time.Millisecond}
+	// the default timeouts: a stalled Redis costs a lookup 200ms (below)
+	ro := RedisOptions{RetryInterval: 50 * time.Millisecond, Timeout: DefaultRedisTimeout, DialTimeout: DefaultRedisDialTimeout}
 	fs := []*fixture{newSharedFixture(t, s, rs.Addr, ro), newSharedFixture(t, s, rs.Addr, ro), newSharedFixture(t, s, rs.Addr, ro)}
 	renderSpread(t, fs, repos[:2], 30)
 
@@ -283,27 +297,57 @@ func TestRedisDownSlowAndBack(t *testing.T) {
 	assertOneFetchPerKey(t, s)
 
 	// Slow: a Redis that stops answering costs a lookup one short timeout, then
-	// none while the circuit is open.
+	// none while the circuit is open. CLIENT PAUSE stalls every command of every
+	// client, and is in effect once it is answered; 30s outlasts the test.
 	c := newRedisClient(t, rs.Addr)
-	go c.Do(context.Background(), "DEBUG", "SLEEP", "2")
-	time.Sleep(50 * time.Millisecond)
+	if err := c.ClientPause(context.Background(), 30*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	readErrors := redisCount(fs[0], "errors", redisOpRead)
 	fs[0].reg.tags.c.Flush()
-	start := time.Now()
-	for range 20 {
+	fs[0].mustResolve(t, repos[0], resolve.PolicySpec{}) // its lookup times out: the circuit opens
+	fs[0].reg.tags.c.Flush()
+	if up := redisCount(fs[0], "up", ""); up != 0 {
+		t.Errorf("redis_up %v while redis is stalled", up)
+	}
+	if n := redisCount(fs[0], "errors", redisOpRead) - readErrors; n > 1 {
+		t.Errorf("%v lookups paid the stalled redis's timeout, want at most the first", n)
+	}
+	asked := redisAsked(fs[0])
+	for range 19 {
 		fs[0].mustResolve(t, repos[0], resolve.PolicySpec{})
 		fs[0].reg.tags.c.Flush()
 	}
-	if d := time.Since(start); d > 1500*time.Millisecond {
-		t.Errorf("20 resolutions with redis stalled took %v: the circuit should skip it", d)
+	if now := redisAsked(fs[0]); now != asked {
+		t.Errorf("19 resolutions with the circuit open asked the stalled redis: %s, then %s", asked, now)
 	}
 	if up := redisCount(fs[0], "up", ""); up != 0 {
 		t.Errorf("redis_up %v while redis is stalled", up)
 	}
 }
 
+// redisAsked sums what counts an exchange with Redis: its answers (hits,
+// misses, malformed values, lease waits) and its failures, by layer and
+// operation. With the circuit open it does not move.
+func redisAsked(f *fixture) string {
+	var b strings.Builder
+	for _, l := range Layers {
+		for _, which := range []string{"hits", "misses", "malformed", "waits"} {
+			fmt.Fprintf(&b, "%s %s %v; ", l, which, redisCount(f, which, l))
+		}
+	}
+	for _, op := range []string{redisOpRead, redisOpWrite, redisOpLease, redisOpPing} {
+		fmt.Fprintf(&b, "%s errors %v; ", op, redisCount(f, "errors", op))
+	}
+	return b.String()
+}
+
+// waitFor polls ok until it holds, for what depends on an outside process (a
+// redis-server stopped or restarted, seen by the daemons' probes); a minute is a
+// hang guard.
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !ok() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting: %s", what)
@@ -384,18 +428,46 @@ func TestRedisLeaseOfADeadDaemonExpires(t *testing.T) {
 	repoKey := resolve.RepoKey(mustRepo(t, s.Ref("app")))
 	// a daemon took the tag list's lease and died
 	lease := DefaultRedisKeyPrefix + "v1:lease:" + LayerTags + ":" + repoKey
-	if err := c.Set(ctx, lease, "dead-daemon", 400*time.Millisecond).Err(); err != nil {
+	if err := c.Set(ctx, lease, "dead-daemon", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
 	f := newSharedFixture(t, s, rs.Addr, RedisOptions{LeaseTTL: 400 * time.Millisecond})
-	start := time.Now()
-	res := f.mustResolve(t, "app", resolve.PolicySpec{})
-	waited := time.Since(start)
-	if res.Tag != "1.1.0" {
-		t.Errorf("resolved %s", res.Tag)
+	waiting := make(chan string, 1)
+	f.reg.shared.onLeaseWait = func(layer, _ string) { waiting <- layer }
+	type result struct {
+		ans []resolve.Answer
+		err error
 	}
-	if waited < 250*time.Millisecond || waited > 3*time.Second {
-		t.Errorf("waited %v for a dead daemon's lease of 400ms", waited)
+	done := make(chan result, 1)
+	go func() {
+		ans, err := f.resolver.ResolveBatch(ctx, "test", []resolve.Request{{Image: s.Ref("app")}})
+		done <- result{ans, err}
+	}()
+	select {
+	case layer := <-waiting:
+		if layer != LayerTags {
+			t.Fatalf("waiting for the lease of %s, want tags", layer)
+		}
+	case r := <-done:
+		t.Fatalf("resolved %+v %v without waiting for the dead daemon's lease", r.ans, r.err)
+	case <-time.After(time.Minute):
+		t.Fatal("no wait for the dead daemon's lease within a minute")
+	}
+	// It waits: no tag list while the lease is there, however long that is.
+	if n := s.Count(rt.Tags); n != 0 {
+		t.Fatalf("%d tag lists while the dead daemon's lease holds", n)
+	}
+	if n := rs.Advance(t, time.Hour); n != 1 { // the lease's TTL ends: it expires
+		t.Fatalf("%d keys expired, want the lease", n)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the waiter did not take over the expired lease within a minute")
+	}
+	if r.err != nil || len(r.ans) != 1 || r.ans[0].Error != "" || r.ans[0].Result.Tag != "1.1.0" {
+		t.Fatalf("resolved %+v %v, want 1.1.0", r.ans, r.err)
 	}
 	if redisCount(f, "waits", LayerTags) != 1 || s.Count(rt.Tags) != 1 {
 		t.Errorf("lease waits %v, tag lists %d; want 1 and 1", redisCount(f, "waits", LayerTags), s.Count(rt.Tags))
@@ -412,18 +484,54 @@ func TestRedisSlowFetchKeepsItsLease(t *testing.T) {
 	ro := RedisOptions{LeaseTTL: 300 * time.Millisecond}
 	fs := []*fixture{newSharedFixture(t, s, rs.Addr, ro), newSharedFixture(t, s, rs.Addr, ro), newSharedFixture(t, s, rs.Addr, ro)}
 	repo := mustRepo(t, s.Ref("app"))
+	// The first daemon takes the lease and lists; its tag list is held at the
+	// registry until the two others wait for the lease, then takes the 700ms
+	// latency: over twice the lease's TTL with both waiting.
+	listing := make(chan struct{})
+	othersWaiting := make(chan struct{})
+	var held atomic.Bool
+	s.OnRequest(func(r rt.Request, _ int) {
+		if r.Kind == rt.Tags && held.CompareAndSwap(false, true) {
+			close(listing)
+			<-othersWaiting
+		}
+	})
+	waits := make(chan struct{}, 2)
+	for _, f := range fs[1:] {
+		f.reg.shared.onLeaseWait = func(string, string) { waits <- struct{}{} }
+	}
 	var wg sync.WaitGroup
-	for i, f := range fs {
+	list := func(f *fixture) {
 		wg.Go(func() {
-			time.Sleep(time.Duration(i) * 100 * time.Millisecond)
 			if _, err := f.reg.ListTags(context.Background(), repo); err != nil {
 				t.Error(err)
 			}
 		})
 	}
+	list(fs[0])
+	guard := time.After(time.Minute)
+	select {
+	case <-listing:
+	case <-guard:
+		t.Fatal("the first daemon did not list within a minute")
+	}
+	list(fs[1])
+	list(fs[2])
+	for range 2 {
+		select {
+		case <-waits:
+		case <-guard:
+			close(othersWaiting)
+			t.Fatal("the other daemons did not wait for the lease within a minute")
+		}
+	}
+	close(othersWaiting)
 	wg.Wait()
 	if got := s.Count(rt.Tags); got != 1 {
 		t.Errorf("%d tag lists, want 1", got)
+	}
+	if got := redisCount(fs[1], "waits", LayerTags) + redisCount(fs[2], "waits", LayerTags); got != 2 {
+		t.Errorf("%v lease waits, want the 2 other daemons'", got)
 	}
 }
 
@@ -431,22 +539,31 @@ func TestRedisTTLLayersKeepTheirAge(t *testing.T) {
 	rs := redistest.Start(t)
 	s := rt.New(t)
 	pushTags(t, s, "app", "linux/amd64", "1.0.0")
-	a := newSharedFixture(t, s, rs.Addr, RedisOptions{}, WithTagTTL(1200*time.Millisecond), WithRefreshAhead(0))
-	b := newSharedFixture(t, s, rs.Addr, RedisOptions{}, WithTagTTL(1200*time.Millisecond), WithRefreshAhead(0))
+	// The daemons' clock and Redis's move on together, when the test says so.
+	clock := newFakeClock()
+	advance := func(d time.Duration) { clock.Advance(d); rs.Advance(t, d) }
+	const ttl = time.Hour
+	opts := []Option{WithTagTTL(ttl), WithRefreshAhead(0), WithClock(clock.Now)}
+	a := newSharedFixture(t, s, rs.Addr, RedisOptions{}, opts...)
+	b := newSharedFixture(t, s, rs.Addr, RedisOptions{}, opts...)
 	repo := mustRepo(t, s.Ref("app"))
 	if _, err := a.reg.ListTags(context.Background(), repo); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(700 * time.Millisecond)
-	// b reads a's list 700ms old: it expires for b when it does for a
+	advance(35 * time.Minute)
+	// b reads a's list 35 minutes old: it expires for b when it does for a
 	if _, err := b.reg.ListTags(context.Background(), repo); err != nil {
 		t.Fatal(err)
 	}
-	e := b.reg.tags.lookup(resolve.RepoKey(repo))
-	if age := time.Since(e.fetched); age < 600*time.Millisecond || age > 1200*time.Millisecond {
-		t.Errorf("b's entry is %v old, want the age of a's fetch (~700ms)", age)
+	ageA := clock.Now().Sub(a.reg.tags.lookup(resolve.RepoKey(repo)).fetched)
+	ageB := clock.Now().Sub(b.reg.tags.lookup(resolve.RepoKey(repo)).fetched)
+	// Redis counts the age in real milliseconds too: b's may be older by the
+	// test's own run time, well within the twentieth of the TTL that tells one
+	// fetch from another.
+	if ageA != 35*time.Minute || ageB < ageA || ageB >= ageA+ttl/20 {
+		t.Errorf("b's entry is %v old, want the age of a's fetch (%v)", ageB, ageA)
 	}
-	time.Sleep(600 * time.Millisecond) // past the TTL for both, and in redis
+	advance(26 * time.Minute) // past the TTL for both, and in redis
 	pushTags(t, s, "app", "linux/amd64", "1.0.0", "2.0.0")
 	for _, f := range []*fixture{a, b} {
 		tags, err := f.reg.ListTags(context.Background(), repo)
@@ -548,7 +665,8 @@ func TestRedisStaleIfErrorStaysWithMemory(t *testing.T) {
 	rs := redistest.Start(t)
 	s := rt.New(t)
 	pushTags(t, s, "app", "linux/amd64", "1.0.0", "1.1.0")
-	opts := []Option{WithTagTTL(400 * time.Millisecond), WithRefreshAhead(0)}
+	clock := newFakeClock()
+	opts := []Option{WithTagTTL(time.Minute), WithRefreshAhead(0), WithClock(clock.Now)}
 	a := newSharedFixture(t, s, rs.Addr, RedisOptions{}, opts...)
 	b := newSharedFixture(t, s, rs.Addr, RedisOptions{}, opts...)
 	for _, f := range []*fixture{a, b} {
@@ -556,7 +674,9 @@ func TestRedisStaleIfErrorStaysWithMemory(t *testing.T) {
 			t.Fatalf("resolved %s", res.Tag)
 		}
 	}
-	time.Sleep(500 * time.Millisecond) // past the TTL: gone from Redis, expired in memory
+	// past the TTL: gone from Redis, expired in memory
+	clock.Advance(2 * time.Minute)
+	rs.Advance(t, 2*time.Minute)
 	s.Inject(rt.Fault{Kind: rt.Tags, Status: http.StatusServiceUnavailable})
 	for i, f := range []*fixture{a, b} {
 		a := f.resolve(t, "app", resolve.PolicySpec{})
@@ -603,7 +723,8 @@ func TestRedisRefreshAheadOncePerInstallation(t *testing.T) {
 	s := rt.New(t)
 	pushTags(t, s, "app", "linux/amd64", "1.0.0")
 	s.SetLatency(20 * time.Millisecond) // the three refreshes overlap
-	opts := []Option{WithTagTTL(time.Second), WithRefreshAhead(0.5)}
+	clock := newFakeClock()
+	opts := []Option{WithTagTTL(time.Hour), WithRefreshAhead(0.5), WithClock(clock.Now)}
 	fs := []*fixture{newSharedFixture(t, s, rs.Addr, RedisOptions{}, opts...),
 		newSharedFixture(t, s, rs.Addr, RedisOptions{}, opts...), newSharedFixture(t, s, rs.Addr, RedisOptions{}, opts...)}
 	repo := mustRepo(t, s.Ref("app"))
@@ -612,7 +733,9 @@ func TestRedisRefreshAheadOncePerInstallation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(600 * time.Millisecond) // into the last half of the TTL, for all three
+	// into the last half of the TTL, for all three
+	clock.Advance(36 * time.Minute)
+	rs.Advance(t, 36*time.Minute)
 	for _, f := range fs {
 		if _, err := f.reg.ListTags(context.Background(), repo); err != nil {
 			t.Fatal(err)
@@ -628,7 +751,8 @@ func TestRedisRefreshAheadOncePerInstallation(t *testing.T) {
 	for _, f := range fs {
 		refreshed += countOf(f.m, "refresh", LayerTags, "ok")
 		e := f.reg.tags.lookup(resolve.RepoKey(repo))
-		if age := time.Since(e.fetched); age > 400*time.Millisecond {
+		// fetched again during the test's run: its age is the real time since
+		if age := clock.Now().Sub(e.fetched); age > time.Minute {
 			t.Errorf("entry %v old after the refresh", age)
 		}
 	}

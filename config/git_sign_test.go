@@ -1,58 +1,22 @@
 package config
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin/gittest"
 )
 
-// signingKey is an OpenPGP key made for a test, armored: public, private, and
-// private protected by passphrase.
-type signingKey struct {
-	public, private, locked, passphrase string
-}
-
-func newSigningKey(t *testing.T) signingKey {
-	t.Helper()
-	k := gittest.NewOpenPGPKey(t, "", "correct horse "+t.Name())
-	return signingKey{public: k.Public, private: k.Private, locked: k.Locked, passphrase: k.Passphrase}
-}
-
-// assertNoKeyMaterial fails when err holds a line of the armored keys or the
-// passphrase.
-func (k signingKey) assertNoKeyMaterial(t *testing.T, err error) {
-	t.Helper()
-	for _, a := range []string{k.public, k.private, k.locked} {
-		for _, l := range strings.Split(a, "\n") {
-			if l = strings.TrimSpace(l); len(l) > 8 && !strings.HasPrefix(l, "-----") && strings.Contains(err.Error(), l) {
-				t.Errorf("error %q holds key material %q", err, l)
-			}
-		}
-	}
-	if strings.Contains(err.Error(), k.passphrase) {
-		t.Errorf("error %q holds the passphrase", err)
-	}
-}
-
 func TestGitSigningKeyValidation(t *testing.T) {
-	k := newSigningKey(t)
-	private := writeFile(t, "private.asc", k.private)
-	locked := writeFile(t, "locked.asc", k.locked)
-	public := writeFile(t, "public.asc", k.public)
-	pass := writeFile(t, "pass", k.passphrase+"\n")
+	k := gittest.NewOpenPGPKey(t, "", "correct horse "+t.Name())
+	private := writeFile(t, "private.asc", k.Private)
+	locked := writeFile(t, "locked.asc", k.Locked)
+	public := writeFile(t, "public.asc", k.Public)
+	pass := writeFile(t, "pass", k.Passphrase+"\n")
 	wrong := writeFile(t, "wrong", "wrong horse\n")
 	absent := filepath.Join(t.TempDir(), "absent")
 	for _, tc := range []struct {
@@ -93,7 +57,7 @@ func TestGitSigningKeyValidation(t *testing.T) {
 			if strings.Contains(tc.name, "passphrase") != errors.Is(err, pin.ErrKeyPassphrase) && tc.key != "" && tc.key != absent && tc.pass != absent {
 				t.Errorf("errors.Is(%v, pin.ErrKeyPassphrase) = %v", err, errors.Is(err, pin.ErrKeyPassphrase))
 			}
-			k.assertNoKeyMaterial(t, err)
+			k.AssertNoKeyMaterial(t, err)
 		})
 	}
 
@@ -108,98 +72,3 @@ func TestGitSigningKeyValidation(t *testing.T) {
 }
 
 func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
-
-// The daemon's writer, built from the configuration, signs each pin commit with
-// the key of signingKeyFile (decrypted with signingKeyPassphraseFile) and pushes
-// it to a real git server: the commit read back from the bare repository
-// verifies with go-git and with git verify-commit (a subtest skipped without
-// gpg, failed in CI). The key is read at each commit: a rotated key signs the
-// next one, and a key that has become unusable fails the write, with nothing
-// pushed and no key material in the error.
-func TestPinWriterSignsCommits(t *testing.T) {
-	s := gittest.New(t, gittest.WithBasicAuth("pinbot", "s3cret-token"))
-	url := s.Init(t, "apps.git", map[string]string{"apps/web/kustomization.yaml": "resources: []\n"})
-	k := newSigningKey(t)
-	dir := t.TempDir()
-	keyFile, passFile := filepath.Join(dir, "key.asc"), filepath.Join(dir, "pass")
-	put := func(p, content string) {
-		t.Helper()
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put(keyFile, k.locked)
-	put(passFile, k.passphrase+"\n")
-	c := DefaultConfig()
-	c.Git = GitConfig{
-		Author:                   "Pin Bot <pinbot@example.com>",
-		Credentials:              []GitCredential{{Prefix: strings.TrimSuffix(url, "apps.git"), Username: "pinbot", PasswordFile: writeFile(t, "token", "s3cret-token\n")}},
-		SigningKeyFile:           keyFile,
-		SigningKeyPassphraseFile: passFile,
-	}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	w := c.NewPinWriter(slog.New(slog.DiscardHandler), prometheus.NewRegistry(), pin.WithRetry(2, time.Millisecond))
-	ctx := context.Background()
-	repo, err := git.PlainOpen(s.Dir("apps.git"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	verify := func(commit, public string) error {
-		t.Helper()
-		co, err := repo.CommitObject(plumbing.NewHash(commit))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = co.Verify(public)
-		return err
-	}
-
-	res, err := w.Write(ctx, []pin.Change{sshChange(t, url, "", "1.0.0")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Pushed || res.Commit != s.Head(t, "apps.git", "main") {
-		t.Fatalf("result %+v", res)
-	}
-	if err := verify(res.Commit, k.public); err != nil {
-		t.Errorf("go-git: pin commit does not verify: %v", err)
-	}
-	t.Run("git verify-commit", func(t *testing.T) {
-		gittest.VerifyCommitSignature(t, s.Dir("apps.git"), res.Commit, k.public)
-	})
-	s.Fsck(t, "apps.git")
-
-	// a rotated key (unprotected now), read at the next commit
-	k2 := newSigningKey(t)
-	put(keyFile, k2.private)
-	res, err = w.Write(ctx, []pin.Change{sshChange(t, url, "1.0.0", "1.1.0")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := verify(res.Commit, k2.public); err != nil {
-		t.Errorf("go-git: commit after the rotation does not verify with the new key: %v", err)
-	}
-	if err := verify(res.Commit, k.public); err == nil {
-		t.Errorf("commit after the rotation verifies with the old key")
-	}
-
-	// a key that cannot sign: no commit pushed
-	tip := s.Head(t, "apps.git", "main")
-	put(keyFile, k2.public)
-	_, err = w.Write(ctx, []pin.Change{sshChange(t, url, "1.1.0", "1.2.0")})
-	if err == nil {
-		t.Fatal("pushed with a public key as the signing key")
-	}
-	for _, want := range []string{"sign the commit", "git.signingKeyFile " + keyFile, "public key, not a private key"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q lacks %q", err, want)
-		}
-	}
-	k.assertNoKeyMaterial(t, err)
-	k2.assertNoKeyMaterial(t, err)
-	if s.Head(t, "apps.git", "main") != tip {
-		t.Errorf("pushed: tip %s, was %s", s.Head(t, "apps.git", "main"), tip)
-	}
-}

@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"slices"
@@ -204,7 +203,7 @@ func (r RedisConfig) Validate() error {
 			return fmt.Errorf("redis.passwordFile: %w", err)
 		}
 	}
-	if _, err := r.tlsConfig(); err != nil {
+	if _, err := r.TLSConfig(); err != nil {
 		return err
 	}
 	return nil
@@ -223,7 +222,10 @@ func readSecretFile(path string) (string, error) {
 	return s, nil
 }
 
-func (r RedisConfig) tlsConfig() (*tls.Config, error) {
+// TLSConfig is the TLS configuration of the connections to Redis: nil without
+// TLS; else TLS 1.2 at least, the server name expected (default: the address's
+// host), and the CA file's certificates trusted beside the system's (read now).
+func (r RedisConfig) TLSConfig() (*tls.Config, error) {
 	if !r.TLS {
 		return nil, nil
 	}
@@ -248,9 +250,10 @@ func (r RedisConfig) tlsConfig() (*tls.Config, error) {
 	return tc, nil
 }
 
-// password returns the Redis password at connection time: the password file's,
-// else $REDIS_PASSWORD ("" for none).
-func (r RedisConfig) password() (string, error) {
+// Password returns the Redis password, read at each call (a connection calls it
+// when it is made): the password file's, else $REDIS_PASSWORD ("" for none).
+// Errors name the file, never its content.
+func (r RedisConfig) Password() (string, error) {
 	if r.PasswordFile != "" {
 		p, err := readSecretFile(r.PasswordFile)
 		if err != nil {
@@ -259,33 +262,4 @@ func (r RedisConfig) password() (string, error) {
 		return p, nil
 	}
 	return os.Getenv(RedisPasswordEnv), nil
-}
-
-// NewRedis builds the shared tier of this configuration, recording into m; nil
-// when redis.address is empty. Redis being unreachable is not an error (the
-// daemon goes on without it and joins when it answers); bad TLS or password
-// files are.
-func (c Config) NewRedis(m *cache.Metrics, log *slog.Logger) (*cache.Redis, error) {
-	r := c.Redis
-	if r.Address == "" {
-		return nil, nil
-	}
-	if err := r.Validate(); err != nil {
-		return nil, err
-	}
-	tc, err := r.tlsConfig()
-	if err != nil {
-		return nil, err
-	}
-	return cache.NewRedis(cache.RedisOptions{
-		Addr:        r.Address,
-		Username:    r.Username,
-		Password:    r.password,
-		TLS:         tc,
-		KeyPrefix:   r.KeyPrefix,
-		DialTimeout: r.DialTimeout,
-		Timeout:     r.Timeout,
-		ContentTTL:  r.ContentTTL,
-		Logger:      log,
-	}, m)
 }

@@ -1,15 +1,11 @@
 package config
 
 import (
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
-
-	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
-	"github.com/argocd-image-resolver/argocd-image-resolver/cache/redistest"
 )
 
 func TestRedisSettingsPrecedence(t *testing.T) {
@@ -98,103 +94,6 @@ func TestRedisSettingErrors(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
-			}
-		})
-	}
-}
-
-func TestRedisPasswordFromFileOrEnv(t *testing.T) {
-	const secret = "argocd-redis-secret-value"
-	rs := redistest.Start(t, "--requirepass", secret)
-	tests := []struct {
-		name   string
-		file   string // content of the password file; "" for none
-		env    string // $REDIS_PASSWORD
-		wantUp float64
-	}{
-		{"file", secret + "\n", "", 1},
-		{"env (argocd-redis secret)", "", secret, 1},
-		{"file wins over env", secret, "wrong", 1},
-		{"wrong password", "not-" + secret, "", 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv(RedisPasswordEnv, tt.env)
-			c := DefaultConfig()
-			c.Redis.Address = rs.Addr
-			if tt.file != "" {
-				c.Redis.PasswordFile = writeFile(t, "pw", tt.file)
-			}
-			var logs strings.Builder
-			m := cache.NewMetrics()
-			rd, err := c.NewRedis(m, slog.New(slog.NewTextHandler(&logs, nil)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rd.Close()
-			if up := gaugeValue(t, m, "argocd_image_resolver_cache_redis_up"); up != tt.wantUp {
-				t.Errorf("redis up %v, want %v; logs:\n%s", up, tt.wantUp, logs.String())
-			}
-			if strings.Contains(logs.String(), secret) {
-				t.Errorf("password in the logs:\n%s", logs.String())
-			}
-		})
-	}
-}
-
-func TestNoRedisAddressNoTier(t *testing.T) {
-	rd, err := DefaultConfig().NewRedis(cache.NewMetrics(), slog.New(slog.DiscardHandler))
-	if rd != nil || err != nil {
-		t.Errorf("no address: %v %v, want no tier", rd, err)
-	}
-}
-
-// gaugeValue reads a gauge the metrics' registry holds.
-func gaugeValue(t *testing.T, m *cache.Metrics, name string) float64 {
-	t.Helper()
-	mfs, err := m.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no gauge %s", name)
-	return 0
-}
-
-func TestRedisTLS(t *testing.T) {
-	rs := redistest.StartTLS(t)
-	tests := []struct {
-		name   string
-		set    func(r *RedisConfig)
-		wantUp float64
-	}{
-		{"trusted CA file", func(r *RedisConfig) { r.TLS, r.CAFile = true, rs.CAFile }, 1},
-		{"server name in the certificate", func(r *RedisConfig) { r.TLS, r.CAFile, r.ServerName = true, rs.CAFile, "localhost" }, 1},
-		{"server name not in the certificate", func(r *RedisConfig) { r.TLS, r.CAFile, r.ServerName = true, rs.CAFile, "redis.example.com" }, 0},
-		{"untrusted certificate", func(r *RedisConfig) { r.TLS = true }, 0},
-		{"insecureSkipVerify", func(r *RedisConfig) { r.TLS, r.InsecureSkipVerify = true, true }, 1},
-		{"plain TCP to a TLS server", func(r *RedisConfig) {}, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := DefaultConfig()
-			c.Redis.Address = rs.Addr
-			tt.set(&c.Redis)
-			if err := c.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			m := cache.NewMetrics()
-			rd, err := c.NewRedis(m, slog.New(slog.DiscardHandler))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rd.Close()
-			if up := gaugeValue(t, m, "argocd_image_resolver_cache_redis_up"); up != tt.wantUp {
-				t.Errorf("redis up %v, want %v", up, tt.wantUp)
 			}
 		})
 	}

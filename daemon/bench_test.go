@@ -245,23 +245,6 @@ func daemonMemory(b *testing.B, s *rt.Server, names []string, shared bool) {
 
 // ---- shared repositories ----
 
-// and linux/arm64, build time in the child configs).
-func seedApps(b *testing.B, s *rt.Server) []string {
-	b.Helper()
-	sc := &rt.Scenario{Repositories: map[string]*rt.Repository{}}
-	var names []string
-	for r := range 20 {
-		name := fmt.Sprintf("org/svc-%02d", r)
-		names = append(names, name)
-		sc.Repositories[name] = &rt.Repository{Generate: &rt.Generate{Count: 100, Format: "1.0.%d",
-			Created: "2026-01-01T00:00:00Z", Interval: "1h", Platforms: []string{"linux/amd64", "linux/arm64"}}}
-	}
-	if err := s.SeedScenario(sc); err != nil {
-		b.Fatal(err)
-	}
-	return names
-}
-
 var appPolicies = []resolve.PolicySpec{
 	{Constraint: "^1", Platforms: []string{"linux/arm64"}},
 	{Strategy: "newest-build", Platforms: []string{"linux/amd64"}},
@@ -285,7 +268,7 @@ func appBatch(s *rt.Server, repos []string, i int) []resolve.Request {
 // warm one, with 0 and 20 ms of registry latency.
 func BenchmarkRender(b *testing.B) {
 	s := rt.New(b)
-	repos := seedApps(b, s)
+	repos := s.SeedSharedRepositories(b)
 	reqs := appBatch(s, repos, 1) // newest-build, semver ~1.0, digest
 	for _, latency := range []time.Duration{0, 20 * time.Millisecond} {
 		s.SetLatency(latency)

@@ -1,7 +1,19 @@
-// Package daemon is the long-lived half of the sidecar: the cached registry view
-// (cache) behind a resolver, the unix socket API that generate calls (POST
-// /v1/resolve, POST /v1/generate, GET /v1/health), /metrics, /healthz and /readyz
-// on TCP, and the client and fallback that generate uses to reach it.
+// Package daemon is the long-lived half of the sidecar (`argocd-image-resolver
+// serve`, started by `sidecar`):
+//
+//   - the cached registry view (cache) behind a resolver, shared by every render in
+//     the pod, with the Redis tier when replicas share one;
+//   - the unix socket API (package api): POST /v1/generate renders an app for the
+//     thin generate client (in render workers when configured), POST /v1/resolve
+//     answers resolution batches (preview --socket), GET /v1/health; identical
+//     requests of one app in flight share one resolution (detachedBatch), and each
+//     batch groups its identical requests (resolve.Resolver.ResolveBatch);
+//   - the refresh loop: a Tracker of the apps it rendered and their answers, kept
+//     across restarts in a watch list (a file, or Redis), and a Refresher that
+//     re-resolves them as tag lists expire and asks Argo CD for a hard refresh
+//     (Notifier) or commits new pins (PinWriter) when an answer changes;
+//   - /metrics, /healthz and /readyz on TCP;
+//   - the client and fallback preview uses to reach it.
 package daemon
 
 import (
@@ -22,6 +34,7 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/compose"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
@@ -74,6 +87,30 @@ type options struct {
 	pins         PinWriter
 	refreshEvery time.Duration
 	worker       func() *exec.Cmd
+
+	// Test hooks, set by this package's tests only (withCacheOptions,
+	// withPinWriterOptions, withResolvedHook).
+	cacheOpts []cache.Option
+	pinOpts   []pin.WriterOption
+	resolved  func(app string, req resolve.Request)
+}
+
+// withCacheOptions adds options of the registry cache after the configuration's
+// (tests: a clock the test advances past a TTL).
+func withCacheOptions(opts ...cache.Option) Option {
+	return func(o *options) { o.cacheOpts = append(o.cacheOpts, opts...) }
+}
+
+// withPinWriterOptions adds options of the pin writer the daemon builds (tests: a
+// hook told when a batch has been written).
+func withPinWriterOptions(opts ...pin.WriterOption) Option {
+	return func(o *options) { o.pinOpts = append(o.pinOpts, opts...) }
+}
+
+// withResolvedHook is told when a resolution run in the daemon's time has ended
+// (tests: a cold resolution that goes on after its render gave up).
+func withResolvedHook(f func(app string, req resolve.Request)) Option {
+	return func(o *options) { o.resolved = f }
 }
 
 // WithRenderWorkers makes the daemon render in worker processes started by start
@@ -114,8 +151,8 @@ func WithRemoteOptions(opts ...resolve.RemoteOption) Option {
 
 // New validates cfg and builds the daemon; it does not listen yet. The registry
 // client, its credentials, rate limits and app scoping are built from cfg by the
-// same builders a render without the daemon uses (config.Config.NewRemote,
-// NewResolver).
+// same builders a render without the daemon uses (compose.NewRemote,
+// compose.NewResolver).
 func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -126,16 +163,16 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, log: o.log, Metrics: NewMetrics(nil), readyCh: make(chan struct{})}
 	// The cache below keeps what the Remote's own memo would.
-	remote, limiter, err := cfg.NewRemote(d.Metrics.Metrics, o.log, append([]resolve.RemoteOption{resolve.WithoutMemo()}, o.remoteOpts...)...)
+	remote, limiter, err := compose.NewRemote(cfg, d.Metrics.Metrics, o.log, append([]resolve.RemoteOption{resolve.WithoutMemo()}, o.remoteOpts...)...)
 	if err != nil {
 		return nil, err
 	}
 	d.Limiter = limiter
-	shared, err := cfg.NewRedis(d.Metrics.Metrics, o.log) // nil without redis.address
+	shared, err := compose.NewRedis(cfg, d.Metrics.Metrics, o.log) // nil without redis.address
 	if err != nil {
 		return nil, err
 	}
-	d.Registry = cache.NewRegistry(remote,
+	d.Registry = cache.NewRegistry(remote, append([]cache.Option{
 		cache.WithTagTTL(cfg.TagTTL),
 		cache.WithHeadTTL(cfg.HeadTTL),
 		cache.WithStaleIfError(cfg.StaleIfError),
@@ -143,17 +180,18 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		cache.WithCacheSizes(cfg.ManifestCacheSize, cfg.BlobCacheSize),
 		cache.WithFetchTimeout(cfg.FetchTimeout),
 		cache.WithMetrics(d.Metrics.Metrics),
-		cache.WithRedis(shared))
-	d.Resolver = cfg.NewResolver(d.Registry, resolve.WithObserver(d.Metrics.observeResolution))
+		cache.WithRedis(shared)}, o.cacheOpts...)...)
+	d.Resolver = compose.NewResolver(cfg, d.Registry, resolve.WithObserver(d.Metrics.observeResolution))
 	d.life, d.stopLife = context.WithCancel(context.Background())
 	d.batch = newDetachedBatch(d.life, d.Resolver, cfg.FetchTimeout)
+	d.batch.resolved = o.resolved
 	d.Server = NewServer(d.batch, d.Metrics, d.log)
 	if o.worker != nil {
 		d.workers = render.NewWorkers(o.worker, cfg.RenderWorkers, render.WithWorkerMemory(cfg.RenderWorkerMemory))
 	}
 	d.pins = o.pins
 	if d.pins == nil {
-		d.pins = cfg.NewPinWriter(o.log, d.Metrics.Registry, pin.WithOnResult(d.pinResult))
+		d.pins = compose.NewPinWriter(cfg, o.log, d.Metrics.Registry, append([]pin.WriterOption{pin.WithOnResult(d.pinResult)}, o.pinOpts...)...)
 	}
 	if cfg.Refresh == config.RefreshHard {
 		every := o.refreshEvery
@@ -178,7 +216,7 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 func (d *Daemon) socketHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", d.Server.Handler())
-	settings := d.cfg.PipelineSettings()
+	settings := compose.PipelineSettings(d.cfg)
 	if d.workers != nil {
 		settings.Renderer = d.workers
 	}

@@ -22,6 +22,8 @@ type detachedBatch struct {
 	timeout  time.Duration
 	life     context.Context // ends when the daemon stops
 	sf       singleflight.Group
+	// resolved, when set (a test hook), is told when a resolution has ended.
+	resolved func(app string, req resolve.Request)
 }
 
 func newDetachedBatch(life context.Context, r *resolve.Resolver, timeout time.Duration) *detachedBatch {
@@ -48,6 +50,9 @@ func (b *detachedBatch) one(ctx context.Context, app string, req resolve.Request
 		defer cancel()
 		stop := context.AfterFunc(b.life, cancel)
 		defer stop()
+		if b.resolved != nil {
+			defer b.resolved(app, req)
+		}
 		answers, err := b.resolver.ResolveBatch(rctx, app, []resolve.Request{req})
 		if err != nil {
 			return resolve.Answer{Error: err.Error(), ErrorKind: resolve.KindInternal}, nil

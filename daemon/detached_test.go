@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
@@ -28,7 +29,13 @@ func TestColdResolutionGoesOnAfterTheRenderDeadline(t *testing.T) {
 	cfg := testConfig()
 	cfg.RegistryConcurrency = 4
 	cfg.RenderTimeout = time.Second
-	d, _ := startDaemon(t, cfg)
+	resolved := make(chan struct{}, 1)
+	d, _ := startDaemon(t, cfg, withResolvedHook(func(string, resolve.Request) {
+		select {
+		case resolved <- struct{}{}:
+		default:
+		}
+	}))
 	image := s.Ref("team/builds")
 	dir := appDir(t, image+":build-0")
 	env := argoEnviron(t, "builds", "0123abc", map[string]string{"image-list": "app=" + image,
@@ -42,14 +49,14 @@ func TestColdResolutionGoesOnAfterTheRenderDeadline(t *testing.T) {
 		!strings.Contains(first.Stderr, "Argo CD retries the render") || !strings.Contains(first.Stderr, "renderTimeout") {
 		t.Fatalf("cold render past its deadline: exit %d, stderr %q", first.ExitCode, first.Stderr)
 	}
-	// The daemon goes on until every tag is read: a ping, then 362 requests.
+	// The daemon goes on until every tag is read: a ping, then 362 requests; the
+	// resolution's end (its last step comes after its last request) is told.
 	const all = 1 + 2 + 3*120
-	for deadline := time.Now().Add(time.Minute); s.Total() < all; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon stopped reading after %d of %d requests (%v)", s.Total(), all, s.Counts())
-		}
+	select {
+	case <-resolved:
+	case <-time.After(time.Minute):
+		t.Fatalf("the cold resolution had not ended after a minute: %d of %d requests (%v)", s.Total(), all, s.Counts())
 	}
-	time.Sleep(100 * time.Millisecond) // the resolution's last step, after its last request
 	if n := s.Total(); n != all {
 		t.Fatalf("%d registry requests for the cold resolution (%v), want exactly %d", n, s.Counts(), all)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/oneline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 )
@@ -60,5 +61,5 @@ func GenerateHandler(p *pipeline.Pipeline, after func(*plugin.Env, *pipeline.Rep
 // OneLine joins a multi-line error into one line, as Argo CD shows it in the app's
 // condition.
 func OneLine(err error) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", " ; ")), " ")
+	return oneline.Fold(strings.ReplaceAll(err.Error(), "\n", " ; "))
 }

@@ -44,20 +44,16 @@ func pinEnviron(t *testing.T, repoURL string, params map[string]string) []string
 		"ARGOCD_APP_PARAMETERS=" + string(b)}
 }
 
-// waitCommits waits until the branch has n commits.
-func waitCommits(t *testing.T, g *gittest.Server, repo string, n int) []string {
+// waitCommits waits until d's pin writer has written what was submitted, then
+// wants the branch to have at least n commits.
+func waitCommits(t *testing.T, g *gittest.Server, d *Daemon, written pinFlushes, repo string, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		log := g.Log(t, repo, "main")
-		if len(log) >= n {
-			return log
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d commits on main, want %d: %q", len(log), n, log)
-		}
-		time.Sleep(50 * time.Millisecond)
+	written.waitWritten(t, d)
+	log := g.Log(t, repo, "main")
+	if len(log) < n {
+		t.Fatalf("%d commits on main once the pins were written, want %d: %q", len(log), n, log)
 	}
+	return log
 }
 
 // TestPinModeUseThroughTheDaemon: an app with pin-mode use, on a real git server
@@ -80,7 +76,9 @@ func TestPinModeUseThroughTheDaemon(t *testing.T) {
 	cfg.Git.BatchWindow = config.Duration(50 * time.Millisecond)
 	cfg.Git.Credentials = []config.GitCredential{{Prefix: g.URL + "/", Username: "bot", PasswordEnv: "PIN_TOKEN"}}
 	notifier := &fakeNotifier{}
-	d, _ := startDaemon(t, cfg, WithNotifier(notifier), WithRefreshEvery(time.Hour))
+	clock := newFakeClock()
+	written, watch := watchPinWrites()
+	d, _ := startDaemon(t, cfg, WithNotifier(notifier), WithRefreshEvery(time.Hour), withClock(clock), watch)
 	params := map[string]string{"image-list": "web=" + image + ":~1", "pin-mode": "use", "web.platforms": "linux/amd64"}
 
 	// 1. No pin yet: live, and pinned.
@@ -88,7 +86,7 @@ func TestPinModeUseThroughTheDaemon(t *testing.T) {
 	if !strings.Contains(out, image+":1.1.0") {
 		t.Fatalf("first render:\n%s", out)
 	}
-	log := waitCommits(t, g, "apps.git", 2)
+	log := waitCommits(t, g, d, written, "apps.git", 2)
 	pins := g.File(t, "apps.git", "main", "apps/web/"+pin.PinsFile)
 	if !strings.Contains(pins, "reference: "+image+":1.1.0") || !strings.Contains(log[0], "web") {
 		t.Fatalf("commit %q, pins file:\n%s", log[0], pins)
@@ -101,9 +99,9 @@ func TestPinModeUseThroughTheDaemon(t *testing.T) {
 
 	// 2. A new tag: the refresh loop commits the new pin; no Kubernetes call.
 	pushTags(t, reg, "web", "linux/amd64", "1.0.0", "1.1.0", "1.2.0")
-	time.Sleep(cfg.TagTTL + 100*time.Millisecond)
+	clock.Advance(cfg.TagTTL + 100*time.Millisecond) // the tag list expires
 	d.Refresher.Pass(context.Background())
-	log = waitCommits(t, g, "apps.git", 3)
+	log = waitCommits(t, g, d, written, "apps.git", 3)
 	if pins := g.File(t, "apps.git", "main", "apps/web/"+pin.PinsFile); !strings.Contains(pins, "reference: "+image+":1.2.0") {
 		t.Fatalf("after the new tag, commit %q, pins file:\n%s", log[0], pins)
 	}
@@ -119,9 +117,9 @@ func TestPinModeUseThroughTheDaemon(t *testing.T) {
 	if !strings.Contains(out, image+":1.1.0") {
 		t.Fatalf("render after the revert:\n%s", out)
 	}
-	time.Sleep(cfg.TagTTL + 100*time.Millisecond)
+	clock.Advance(cfg.TagTTL + 100*time.Millisecond)
 	d.Refresher.Pass(context.Background())
-	time.Sleep(300 * time.Millisecond) // past the batch window: a commit would have landed
+	written.waitWritten(t, d) // what the render and the pass submitted: a commit would have landed
 	if log := g.Log(t, "apps.git", "main"); len(log) != 4 {
 		t.Errorf("commits after the revert: %q, want the revert last", log)
 	}
@@ -156,7 +154,8 @@ func TestPinModeWriteThroughTheDaemon(t *testing.T) {
 	cfg := testConfig()
 	cfg.Git.BatchWindow = config.Duration(20 * time.Millisecond)
 	cfg.Git.Credentials = []config.GitCredential{{Prefix: g.URL + "/", Username: "bot", PasswordEnv: "PIN_TOKEN"}}
-	d, _ := startDaemon(t, cfg, WithNotifier(&fakeNotifier{}), WithRefreshEvery(time.Hour))
+	written, watch := watchPinWrites()
+	d, _ := startDaemon(t, cfg, WithNotifier(&fakeNotifier{}), WithRefreshEvery(time.Hour), watch)
 	params := map[string]string{"image-list": "web=" + image + ":~1", "pin-mode": "write"}
 
 	render := func() *api.GenerateResponse {
@@ -167,17 +166,15 @@ func TestPinModeWriteThroughTheDaemon(t *testing.T) {
 		}
 		return resp
 	}
-	// Refused credentials: the render works; the next one says why nothing was committed.
+	// Refused credentials: the render works; the next one after the refused
+	// write says why nothing was committed.
 	render()
-	deadline := time.Now().Add(20 * time.Second)
-	var resp *api.GenerateResponse
-	for {
-		resp = render()
-		if strings.Contains(resp.Stderr, "pins not committed") || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+	select {
+	case <-written: // the write was refused, and the daemon told (it then queues it again)
+	case <-time.After(time.Minute):
+		t.Fatal("the pins of the first render were not tried within a minute")
 	}
+	resp := render()
 	if !strings.Contains(resp.Stderr, "pins not committed") || !strings.Contains(resp.Stderr, "refused the credentials") || strings.Contains(resp.Stderr, "wrong") {
 		t.Fatalf("stderr after a refused push: %q", resp.Stderr)
 	}
@@ -188,13 +185,13 @@ func TestPinModeWriteThroughTheDaemon(t *testing.T) {
 	// The right token: the pin is committed (once).
 	t.Setenv("PIN_TOKEN", "right")
 	render()
-	waitCommits(t, g, "apps.git", 2)
+	waitCommits(t, g, d, written, "apps.git", 2)
 	if pins := g.File(t, "apps.git", "main", "apps/web/"+pin.PinsFile); !strings.Contains(pins, "reference: "+image+":1.1.0") {
 		t.Fatalf("pins file:\n%s", pins)
 	}
 	render()
 	render()
-	time.Sleep(200 * time.Millisecond)
+	written.waitWritten(t, d)
 	if log := g.Log(t, "apps.git", "main"); len(log) != 2 {
 		t.Errorf("renders with the same answer made commits: %q", log)
 	}
@@ -208,7 +205,8 @@ func TestPinsOnARevisionThatIsNoBranch(t *testing.T) {
 	image := reg.Ref("web")
 	g := gittest.New(t)
 	repoURL := g.Init(t, "apps.git", map[string]string{"apps/web/deployment.yaml": deploymentOf(image + ":1.0.0")})
-	d, _ := startDaemon(t, testConfig(), WithNotifier(&fakeNotifier{}), WithRefreshEvery(time.Hour))
+	written, watch := watchPinWrites()
+	d, _ := startDaemon(t, testConfig(), WithNotifier(&fakeNotifier{}), WithRefreshEvery(time.Hour), watch)
 	env := pinEnviron(t, repoURL, map[string]string{"image-list": "web=" + image + ":~1", "pin-mode": "write"})
 	for i, kv := range env {
 		if strings.HasPrefix(kv, "ARGOCD_APP_SOURCE_TARGET_REVISION=") {
@@ -222,7 +220,12 @@ func TestPinsOnARevisionThatIsNoBranch(t *testing.T) {
 	if !strings.Contains(resp.Stderr, "pins not committed") || !strings.Contains(resp.Stderr, `"v1.*"`) || !strings.Contains(resp.Stderr, "pin-branch") {
 		t.Errorf("stderr %q", resp.Stderr)
 	}
-	time.Sleep(2500 * time.Millisecond) // past the default batch window
+	// Nothing queued (a render submits before it answers), so nothing to wait
+	// for: no batch window to sleep through.
+	if n := d.pins.(*pin.Writer).Pending(); n != 0 {
+		t.Errorf("%d pins queued for a revision that is no branch", n)
+	}
+	written.waitWritten(t, d)
 	if log := g.Log(t, "apps.git", "main"); len(log) != 1 {
 		t.Errorf("commits: %q", log)
 	}

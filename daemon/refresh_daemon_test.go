@@ -75,7 +75,8 @@ func TestRefreshLoopThroughTheDaemon(t *testing.T) {
 	cfg.TagTTL = time.Second
 	cfg.RefreshAhead = 0 // no background refresh: the passes below are the only readers
 	n := &fakeNotifier{}
-	d, _ := startDaemon(t, cfg, WithNotifier(n), WithRefreshEvery(time.Hour)) // passes by hand
+	clock := newFakeClock()
+	d, _ := startDaemon(t, cfg, WithNotifier(n), WithRefreshEvery(time.Hour), withClock(clock)) // passes by hand
 	socket := d.cfg.Socket
 	image := s.Ref("web")
 	dir := appDir(t, image+":1.0.0")
@@ -102,7 +103,7 @@ func TestRefreshLoopThroughTheDaemon(t *testing.T) {
 	s.ResetCounts()
 	pushTags(t, s, "web", "linux/amd64", "1.0.0", "1.1.0", "1.2.0")
 	s.ResetCounts()
-	time.Sleep(cfg.TagTTL + 100*time.Millisecond) // the tag list expires
+	clock.Advance(cfg.TagTTL + 100*time.Millisecond) // the tag list expires
 	d.Refresher.Pass(context.Background())
 	if len(n.calls) != 1 || n.calls[0] != (notify.App{Namespace: "argocd", Name: "web"}) {
 		t.Fatalf("refreshes %v, want [argocd/web]", n.calls)
@@ -119,7 +120,7 @@ func TestRefreshLoopThroughTheDaemon(t *testing.T) {
 	if got := s.Total(); got != 0 {
 		t.Errorf("a pass over fresh entries made %d requests: %v", got, s.Counts())
 	}
-	time.Sleep(cfg.TagTTL + 100*time.Millisecond)
+	clock.Advance(cfg.TagTTL + 100*time.Millisecond)
 	d.Refresher.Pass(context.Background())
 	if got := s.Counts(); !equalCounts(got, map[rt.Kind]int{rt.Tags: 1}) {
 		t.Errorf("a pass after the tag TTL, nothing new: %v, want one tag list", got)

@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache/redistest"
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/testio"
 	"github.com/argocd-image-resolver/argocd-image-resolver/notify"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
@@ -41,11 +41,16 @@ func TestWatchListSurvivesRestart(t *testing.T) {
 			cfg := testConfig()
 			cfg.Socket = socketPath(t)
 			cfg.RefreshAhead = 0
-			cfg.TagTTL = time.Second // Redis keeps the tag list for the new pod: until it expires
+			cfg.TagTTL = time.Minute // Redis keeps the tag list for the new pod: until it expires
+			// The daemons' clock, and Redis's, move on when the test says so.
+			clock := newFakeClock()
+			advance := clock.Advance
 			if store == "redis" {
-				cfg.Redis.Address = redistest.Start(t).Addr
+				rs := redistest.Start(t)
+				useRedis(&cfg, rs.Addr)
+				advance = func(d time.Duration) { clock.Advance(d); rs.Advance(t, d) }
 			}
-			first := startStoppable(t, cfg, WithNotifier(&fakeNotifier{}), WithRefreshEvery(time.Hour))
+			first := startStoppable(t, cfg, WithNotifier(&fakeNotifier{}), WithRefreshEvery(time.Hour), withClock(clock))
 			watchedApp(t, s, cfg.Socket)
 			first.stop() // saves what changed since the last period
 
@@ -59,11 +64,11 @@ func TestWatchListSurvivesRestart(t *testing.T) {
 			}
 			pushTags(t, s, "web", "linux/amd64", "1.0.0", "1.1.0", "1.2.0")
 			n := &fakeNotifier{}
-			second := startStoppable(t, cfg, WithNotifier(n), WithRefreshEvery(time.Hour))
+			second := startStoppable(t, cfg, WithNotifier(n), WithRefreshEvery(time.Hour), withClock(clock))
 			if got := names(second.d.Tracker); !reflect.DeepEqual(got, []string{"web"}) {
 				t.Fatalf("restarted daemon watches %v, want [web] without a render", got)
 			}
-			time.Sleep(cfg.TagTTL + 100*time.Millisecond)
+			advance(cfg.TagTTL + 100*time.Millisecond)
 			second.d.Refresher.Pass(context.Background())
 			if !reflect.DeepEqual(n.calls, []notify.App{{Namespace: "argocd", Name: "web"}}) {
 				t.Fatalf("refreshes after the restart %v, want [argocd/web] (1.2.0 appeared)", n.calls)
@@ -151,30 +156,12 @@ func TestWatchListUnreadable(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(filepath.Dir(cfg.Socket), watchFileName), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedLog{}
+	logs := &testio.SyncBuffer{}
 	r := startStoppable(t, cfg, WithNotifier(&fakeNotifier{}), WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	r.stop()
 	if out := logs.String(); !strings.Contains(out, "watch list not restored") || !strings.Contains(out, watchFileName) {
 		t.Errorf("logs do not say the watch list was not restored:\n%s", out)
 	}
-}
-
-// lockedLog collects log lines written from several goroutines.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Renders that change nothing are not written again until their saved time has
@@ -227,24 +214,31 @@ func TestReplicasAskOnceForAChange(t *testing.T) {
 			s := rt.New(t)
 			pushTags(t, s, "web", "linux/amd64", "1.0.0", "1.1.0")
 			addr := ""
+			// The daemons' clock, and Redis's, move on when the test says so.
+			clock := newFakeClock()
+			advance := clock.Advance
 			if shared {
-				addr = redistest.Start(t).Addr
+				rs := redistest.Start(t)
+				addr = rs.Addr
+				advance = func(d time.Duration) { clock.Advance(d); rs.Advance(t, d) }
 			}
 			var notifiers []*fakeNotifier
 			var replicas []*replica
 			for range 3 {
 				cfg := testConfig()
 				cfg.Socket = socketPath(t)
-				cfg.Redis.Address = addr
+				if addr != "" {
+					useRedis(&cfg, addr)
+				}
 				cfg.RefreshAhead = 0
-				cfg.TagTTL = time.Second
+				cfg.TagTTL = time.Minute
 				n := &fakeNotifier{}
-				r := startStoppable(t, cfg, WithNotifier(n), WithRefreshEvery(time.Hour))
+				r := startStoppable(t, cfg, WithNotifier(n), WithRefreshEvery(time.Hour), withClock(clock))
 				watchedApp(t, s, cfg.Socket) // Argo CD spreads renders over the replicas
 				notifiers, replicas = append(notifiers, n), append(replicas, r)
 			}
 			pushTags(t, s, "web", "linux/amd64", "1.0.0", "1.1.0", "1.2.0")
-			time.Sleep(1100 * time.Millisecond) // the tag lists expire
+			advance(time.Minute + 100*time.Millisecond) // the tag lists expire
 			calls := func() int {
 				total := 0
 				for _, n := range notifiers {

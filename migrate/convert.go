@@ -110,221 +110,28 @@ func deriveAlias(written string) string {
 // convert turns an app's argocd-image-updater configuration into plugin
 // parameters, the credentials it names and what could not be carried over.
 func convert(conf *appConf, src appSource) converted {
-	var c converted
+	cv := &converter{conf: conf, usedAlias: map[string]bool{}, byRepo: map[string]repoUse{}, said: map[string]bool{}}
+	c := &cv.c
 	for _, u := range conf.unread {
 		c.add(Lost, "%s", u)
 	}
 
 	// Write-back first: the Helm keys depend on the pin target.
-	pinMode, pinTarget, pinBranch := convertWriteBack(conf, src, &c)
-
-	// Application-wide settings.
-	common := conf.common
-	var appWide []param
-	commonStrategy := resolve.Semver
-	if common.strategy.set {
-		commonStrategy = strategyOf(common.strategy, &c)
-		appWide = append(appWide, param{name: plugin.KeyUpdateStrategy, kind: plugin.KindString, str: string(commonStrategy)})
-	}
-	commonAllowOK, commonAllow, commonIgnore := true, "", ""
-	if common.allow.set {
-		v, ok, why := allowOf(common.allow)
-		commonAllow = v
-		if ok {
-			appWide = append(appWide, param{name: plugin.KeyAllowTags, kind: plugin.KindString, str: v})
-		} else {
-			commonAllowOK = false
-			c.add(Lost, "%s: allow-tags %q: %s; argocd-image-updater matched no tag with it, so it never updated the images that use it; they are left out of image-list (the resolver leaves them as written too)", common.allow.from, common.allow.v, why)
-		}
-	}
-	if common.ignore.set {
-		if keep := ignoreOf(common.ignore, &c); len(keep) > 0 {
-			commonIgnore = strings.Join(keep, ",")
-			appWide = append(appWide, param{name: plugin.KeyIgnoreTags, kind: plugin.KindString, str: strings.Join(keep, ",")})
-		}
-	}
-	said := map[string]bool{}
-	commonPlatforms, commonPlatformsOK := []string(nil), true
-	if common.platforms.set {
-		commonPlatforms, commonPlatformsOK = platformsOf(common.platforms, &c)
-		if len(commonPlatforms) > 0 {
-			appWide = append(appWide, param{name: plugin.KeyPlatforms, kind: plugin.KindString, str: strings.Join(commonPlatforms, ",")})
-		}
-		if !commonPlatformsOK {
-			c.add(Lost, "%s: no platform it names can match an image, so argocd-image-updater never updated the images that use it; they are left out of image-list", common.platforms.from)
-		}
-	}
-	if common.forceUpdate.set {
-		forceUpdateNote(common.forceUpdate, &c)
-	}
-
-	// Images.
-	var entries []string
-	var perAlias []param
-	usedAlias := map[string]bool{}
-	// The resolver rewrites images by repository: two aliases of one repository
-	// must have one policy (as the plugin checks).
-	type repoUse struct{ alias, policy string }
-	byRepo := map[string]repoUse{}
-	noPlatforms := false
+	pinMode, pinTarget, pinBranch := convertWriteBack(conf, src, c)
+	cv.pinTarget = pinTarget
+	cv.appWide = convertAppWide(conf.common, c)
 	for _, img := range conf.images {
-		repo, written, constraint, err := resolve.ParseImageSpec(img.spec)
-		if err != nil {
-			c.add(Lost, "%s: image %q: %v; left out of image-list", img.from, img.spec, err)
-			continue
-		}
-		label := fmt.Sprintf("image %s", written)
-		if img.alias != "" {
-			label = fmt.Sprintf("image %q (%s)", img.alias, written)
-		}
-		// The alias.
-		alias, explicit := "", img.alias != ""
-		if explicit {
-			alias = ourAlias(img.alias)
-			if alias != normaliseAlias(img.alias) {
-				c.add(Note, "%s: alias %q is written %q here (aliases are letters, digits, - and _)", img.from, img.alias, alias)
-			}
-		} else {
-			alias = deriveAlias(written)
-			if !aliasRE.MatchString(alias) {
-				alias, explicit = ourAlias(alias), true
-			}
-		}
-		if usedAlias[alias] {
-			base := alias
-			for n := 2; usedAlias[alias]; n++ {
-				alias = fmt.Sprintf("%s-%d", base, n)
-			}
-			explicit = true
-			c.add(Note, "%s: alias %q is taken by another image of the app; written %q", img.from, base, alias)
-		}
-		// The settings in effect: the image's, else the application-wide ones.
-		s := img.settings
-		strategy := commonStrategy
-		if s.strategy.set {
-			strategy = strategyOf(s.strategy, &c)
-		}
-		var mine []param
-		eff := struct{ allow, ignore, platforms string }{allow: commonAllow, ignore: commonIgnore, platforms: strings.Join(commonPlatforms, ",")}
-		if s.strategy.set {
-			mine = append(mine, param{name: alias + "." + plugin.KeyUpdateStrategy, kind: plugin.KindString, str: string(strategy)})
-		}
-		// The constraint, as the strategy reads it.
-		switch strategy {
-		case resolve.Semver:
-			if constraint != "" {
-				if _, err := (resolve.PolicySpec{Constraint: constraint}).Compile(); err != nil {
-					c.add(Lost, "%s: %q is not a semver constraint, so argocd-image-updater never updated this image (update-strategy semver); left out of image-list, so the resolver leaves it as written too; write a range (e.g. ~1.2) or choose another update-strategy to have it resolved", img.from, constraint)
-					continue
-				}
-			}
-		case resolve.Digest:
-			if constraint == "" || resolve.CheckTag(constraint) != nil {
-				c.add(Lost, "%s: update-strategy digest follows the tag after \":\", and %q names none; left out of image-list", img.from, img.spec)
-				continue
-			}
-		default:
-			if constraint != "" {
-				c.add(Note, "%s: the tag %q is ignored by update-strategy %s, in argocd-image-updater as here; left out of the entry", img.from, constraint, strategy)
-				constraint = ""
-			}
-		}
-		if s.allow.set {
-			v, ok, why := allowOf(s.allow)
-			if !ok {
-				c.add(Lost, "%s: allow-tags %q: %s; argocd-image-updater matched no tag with it and never updated %s; left out of image-list (the resolver leaves it as written too)", s.allow.from, s.allow.v, why, label)
-				continue
-			}
-			mine = append(mine, param{name: alias + "." + plugin.KeyAllowTags, kind: plugin.KindString, str: v})
-			eff.allow = v
-		} else if !commonAllowOK {
-			continue
-		}
-		if s.ignore.set {
-			keep := ignoreOf(s.ignore, &c)
-			// An empty list still overrides the application-wide one, as there.
-			mine = append(mine, param{name: alias + "." + plugin.KeyIgnoreTags, kind: plugin.KindString, str: strings.Join(keep, ",")})
-			eff.ignore = strings.Join(keep, ",")
-		}
-		if s.platforms.set {
-			keep, ok := platformsOf(s.platforms, &c)
-			if !ok {
-				c.add(Lost, "%s: no platform it names can match an image, so argocd-image-updater never updated %s; left out of image-list", s.platforms.from, label)
-				continue
-			}
-			mine = append(mine, param{name: alias + "." + plugin.KeyPlatforms, kind: plugin.KindString, str: strings.Join(keep, ",")})
-			eff.platforms = strings.Join(keep, ",")
-			platformsDiffer(s.platforms, keep, &c, said)
-		} else if common.platforms.set {
-			if !commonPlatformsOK {
-				continue
-			}
-			platformsDiffer(common.platforms, commonPlatforms, &c, said)
-		} else {
-			noPlatforms = true
-		}
-		if s.forceUpdate.set {
-			forceUpdateNote(s.forceUpdate, &c)
-		}
-		if ignoresAll(eff.ignore) {
-			// argocd-image-updater's documented way to pause an image's updates.
-			// Resolving it would fail (no tag qualifies) and stop the render; an
-			// image no policy names is left as written, as argocd-image-updater left it.
-			from := common.ignore.from
-			if s.ignore.set {
-				from = s.ignore.from
-			}
-			c.add(Note, "%s: ignore-tags \"*\" ignores every tag (argocd-image-updater's way to pause updates); %s is left out of image-list, so the resolver leaves it as written too", from, label)
-			continue
-		}
-		key := resolve.RepoKey(repo)
-		policy := fmt.Sprintf("%s|%s|%s|%s|%s", strategy, constraint, eff.allow, eff.ignore, platformSet(eff.platforms))
-		if prev, ok := byRepo[key]; ok && prev.policy != policy {
-			c.add(Lost, "%s: aliases %q and %q both name repository %s with different settings; the resolver rewrites images by repository and cannot tell which applies; %s is left out of image-list", img.from, prev.alias, alias, key, label)
-			continue
-		}
-		byRepo[key] = repoUse{alias, policy}
-		// Credentials.
-		ps := s.pullSecret
-		if !ps.set {
-			ps = common.pullSecret
-		}
-		if ps.set {
-			if cred, ok := credentialOf(ps, &c); ok {
-				c.creds = append(c.creds, credential{prefix: resolve.RepoKey(repo), source: cred, from: ps.from})
-			}
-		}
-		// Where pins of this image go in a Helm values file.
-		mine = append(mine, helmKeys(img, alias, pinTarget, len(conf.images), &c)...)
-		if img.kustomizeName.set {
-			kn := img.kustomizeName
-			if strings.HasPrefix(pinTarget, pin.TargetKustomization) {
-				c.add(Note, "%s: kustomize.image-name %q: not needed; pin-target kustomization edits the images: entry whose name (else newName) is the image's repository", kn.from, kn.v)
-			} else {
-				c.add(Note, "%s: kustomize.image-name %q: not needed; the resolver rewrites the image in the rendered manifests, after Kustomize's images transformer", kn.from, kn.v)
-			}
-		}
-
-		usedAlias[alias] = true
-		entry := written
-		if constraint != "" {
-			entry += ":" + constraint
-		}
-		if explicit {
-			entry = alias + "=" + entry
-		}
-		entries = append(entries, entry)
-		perAlias = append(perAlias, mine...)
+		cv.convertImage(img)
 	}
-	if noPlatforms && len(entries) > 0 {
+	if cv.noPlatforms && len(cv.entries) > 0 {
 		c.add(Note, "platforms: where none were given, argocd-image-updater required its own pod's platform (usually linux/amd64); the resolver requires the workload's nodeSelector/affinity platforms, else the operator's defaultPlatforms; write platforms: linux/amd64 to keep the old check")
 	}
 
-	if len(entries) > 0 {
-		c.str(plugin.ParamImageList, strings.Join(entries, ", "))
+	if len(cv.entries) > 0 {
+		c.str(plugin.ParamImageList, strings.Join(cv.entries, ", "))
 	}
-	c.params = append(c.params, appWide...)
-	c.params = append(c.params, perAlias...)
+	c.params = append(c.params, cv.appWide.params...)
+	c.params = append(c.params, cv.perAlias...)
 	if pinMode != "" {
 		c.str(plugin.ParamPinMode, pinMode)
 		if pinTarget != "" && pinTarget != pin.TargetPins {
@@ -334,7 +141,59 @@ func convert(conf *appConf, src appSource) converted {
 			c.str(plugin.ParamPinBranch, pinBranch)
 		}
 	}
-	return c
+	return cv.c
+}
+
+// appWideSettings are an app's application-wide settings, converted: the
+// parameters for all images, and what each image falls back on.
+type appWideSettings struct {
+	params   []param
+	strategy resolve.Strategy
+	allow    string
+	// allowOK is false when allow-tags matched no tag in argocd-image-updater: the
+	// images that use it were never updated there.
+	allowOK     bool
+	ignore      string
+	platforms   []string
+	platformsOK bool // likewise, false when no platform it names can match
+}
+
+// convertAppWide converts the application-wide settings.
+func convertAppWide(common updateSettings, c *converted) appWideSettings {
+	w := appWideSettings{strategy: resolve.Semver, allowOK: true, platformsOK: true}
+	if common.strategy.set {
+		w.strategy = strategyOf(common.strategy, c)
+		w.params = append(w.params, param{name: plugin.KeyUpdateStrategy, kind: plugin.KindString, str: string(w.strategy)})
+	}
+	if common.allow.set {
+		v, ok, why := allowOf(common.allow)
+		w.allow = v
+		if ok {
+			w.params = append(w.params, param{name: plugin.KeyAllowTags, kind: plugin.KindString, str: v})
+		} else {
+			w.allowOK = false
+			c.add(Lost, "%s: allow-tags %q: %s; argocd-image-updater matched no tag with it, so it never updated the images that use it; they are left out of image-list (the resolver leaves them as written too)", common.allow.from, common.allow.v, why)
+		}
+	}
+	if common.ignore.set {
+		if keep := ignoreOf(common.ignore, c); len(keep) > 0 {
+			w.ignore = strings.Join(keep, ",")
+			w.params = append(w.params, param{name: plugin.KeyIgnoreTags, kind: plugin.KindString, str: strings.Join(keep, ",")})
+		}
+	}
+	if common.platforms.set {
+		w.platforms, w.platformsOK = platformsOf(common.platforms, c)
+		if len(w.platforms) > 0 {
+			w.params = append(w.params, param{name: plugin.KeyPlatforms, kind: plugin.KindString, str: strings.Join(w.platforms, ",")})
+		}
+		if !w.platformsOK {
+			c.add(Lost, "%s: no platform it names can match an image, so argocd-image-updater never updated the images that use it; they are left out of image-list", common.platforms.from)
+		}
+	}
+	if common.forceUpdate.set {
+		forceUpdateNote(common.forceUpdate, c)
+	}
+	return w
 }
 
 func forceUpdateNote(s setting, c *converted) {
@@ -380,7 +239,7 @@ func helmKeys(img imageConf, alias, pinTarget string, images int, c *converted) 
 }
 
 // sortFindings orders findings: what was lost first, then differences, then notes,
-// each in the order found.
+// each in the order found; a finding repeated in a row is kept once.
 func sortFindings(fs []Finding) []Finding {
 	out := slices.Clone(fs)
 	slices.SortStableFunc(out, func(a, b Finding) int { return int(a.Kind) - int(b.Kind) })

@@ -137,184 +137,246 @@ func Migrate(inputs []Input, opts Options) (*Result, error) {
 	if opts.PluginName == "" {
 		opts.PluginName = DefaultPluginName
 	}
-	var docs []*doc
+	m := &migration{opts: opts, regs: &registries{}, res: &Result{}}
 	for _, in := range inputs {
 		ds, err := readDocs(in)
 		if err != nil {
 			return nil, err
 		}
-		docs = append(docs, ds...)
+		m.docs = append(m.docs, ds...)
 	}
+	if err := m.readObjects(); err != nil {
+		return nil, err
+	}
+	if err := m.chooseConfigurations(); err != nil {
+		return nil, err
+	}
+	for _, cr := range m.crs {
+		cr.describeReplacement()
+	}
+	if err := m.writeManifests(); err != nil {
+		return nil, err
+	}
+	if err := m.writeRegistries(); err != nil {
+		return nil, err
+	}
+	for _, o := range m.res.Objects {
+		for _, f := range o.Findings {
+			if f.Kind == Lost {
+				m.res.Lost++
+			}
+		}
+	}
+	return m.res, nil
+}
 
-	var apps []*application
-	var crs []*imageUpdater
-	regs := &registries{}
-	for _, d := range docs {
+// migration is what Migrate's steps hand on to each other.
+type migration struct {
+	opts Options
+	docs []*doc
+	apps []*application
+	crs  []*imageUpdater
+	regs *registries
+	res  *Result
+}
+
+// readObjects reads the documents migrate knows: Applications, ImageUpdater
+// resources, and argocd-image-updater's registries configuration.
+func (m *migration) readObjects() error {
+	for _, d := range m.docs {
 		switch {
 		case d.kind == "Application" && d.group == "argoproj.io":
 			a, err := readApplication(d)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			d.app = a
-			apps = append(apps, a)
+			m.apps = append(m.apps, a)
 		case d.kind == "ImageUpdater" && d.group == "argocd-image-updater.argoproj.io":
 			cr, err := readImageUpdater(d)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			d.cr = cr
-			crs = append(crs, cr)
+			m.crs = append(m.crs, cr)
 		case d.kind == "ConfigMap" && d.group == "" && mapString(mapGet(d.root, "metadata"), "name") == "argocd-image-updater-config":
-			if err := regs.readConfigMap(d); err != nil {
-				return nil, err
+			if err := m.regs.readConfigMap(d); err != nil {
+				return err
 			}
 		case d.kind == "" && mapGet(d.root, "registries") != nil && len(d.root.Content) == 2:
 			// A registries.conf file of argocd-image-updater on its own.
-			if err := regs.readConf(d, fmt.Sprintf("%s (document %d)", d.input, d.n), d.root); err != nil {
-				return nil, err
+			if err := m.regs.readConf(d, fmt.Sprintf("%s (document %d)", d.input, d.n), d.root); err != nil {
+				return err
 			}
 			d.consumed = fmt.Sprintf("argocd-image-updater's registries configuration (%s, document %d): carried over into the registries file", d.input, d.n)
 		}
 	}
+	return nil
+}
 
-	// Which configuration each Application has: the first ImageUpdater
-	// applicationRef that selects it, else its annotations.
-	for _, cr := range crs {
+// chooseConfigurations gives each Application its configuration: the first
+// ImageUpdater applicationRef that selects it, else its annotations.
+func (m *migration) chooseConfigurations() error {
+	for _, cr := range m.crs {
 		cr.selected = make([][]string, len(cr.spec.ApplicationRefs))
 		for _, rg := range cr.spec.Registries {
-			regs.readEntry(rg, cr.label+" spec.registries")
+			m.regs.readEntry(rg, cr.label+" spec.registries")
 		}
 	}
-	for _, a := range apps {
-		for _, cr := range crs {
-			for i, ref := range cr.spec.ApplicationRefs {
-				ok, err := selects(cr, ref, a)
-				if err != nil {
-					return nil, &InputError{Input: cr.d.input, Doc: cr.d.n, Err: fmt.Errorf("spec.applicationRefs[%d].labelSelectors: %w", i, err)}
-				}
-				if !ok {
-					continue
-				}
-				if a.selectedBy != "" {
-					a.extra = append(a.extra, Finding{Note, fmt.Sprintf("%s applicationRefs[%d] selects this app too; argocd-image-updater's configuration is taken from %s", cr.label, i, a.selectedBy)})
-					continue
-				}
-				cr.selected[i] = append(cr.selected[i], a.label())
-				if ref.UseAnnotations != nil && *ref.UseAnnotations {
-					a.selectedBy = fmt.Sprintf("%s applicationRefs[%d] (useAnnotations)", cr.label, i)
-					a.conf = fromAnnotations(a.annotations)
-					if a.conf == nil {
-						a.conf = &appConf{via: a.selectedBy, unread: []string{"useAnnotations: true, but the Application has no argocd-image-updater annotations"}}
-					}
-					a.conf.via = a.selectedBy + ", from annotations"
-					continue
-				}
-				a.selectedBy = fmt.Sprintf("%s applicationRefs[%d]", cr.label, i)
-				a.conf = fromResource(cr, i)
-				if a.hasUpdaterKeys {
-					a.extra = append(a.extra, Finding{Note, "argocd-image-updater annotations of this Application are not read when an ImageUpdater selects it (useAnnotations is not set); removed"})
-				}
+	for _, a := range m.apps {
+		for _, cr := range m.crs {
+			if err := a.selectBy(cr); err != nil {
+				return err
 			}
 		}
 		if a.selectedBy == "" {
 			a.conf = fromAnnotations(a.annotations)
 		}
 	}
-	for _, cr := range crs {
-		var parts []string
-		for i, sel := range cr.selected {
-			ref := cr.spec.ApplicationRefs[i]
-			if len(sel) == 0 {
-				cr.findings = append(cr.findings, Finding{Lost, fmt.Sprintf("applicationRefs[%d] (namePattern %q) selects no Application of the input; give migrate the Applications it selects (argocd app get NAME -o yaml, or their manifests in git)", i, ref.NamePattern)})
-				continue
-			}
-			parts = append(parts, fmt.Sprintf("applicationRefs[%d] -> %s", i, strings.Join(sel, ", ")))
-		}
-		for _, u := range cr.unread {
-			cr.findings = append(cr.findings, Finding{Lost, u})
-		}
-		cr.d.consumed = fmt.Sprintf("%s: replaced by the plugin parameters of the Applications it selects", cr.label)
-		if len(parts) > 0 {
-			cr.d.consumed += " (" + strings.Join(parts, "; ") + ")"
-		}
-	}
+	return nil
+}
 
-	res := &Result{}
-	var out bytes.Buffer
-	first := true
-	emit := func(comments []string, node *yaml.Node) error {
-		if !first {
-			out.WriteString("---\n")
+// selectBy gives a the configuration of the first of cr's applicationRefs that
+// selects it, unless another selected it before; a later one is said.
+func (a *application) selectBy(cr *imageUpdater) error {
+	for i, ref := range cr.spec.ApplicationRefs {
+		ok, err := selects(cr, ref, a)
+		if err != nil {
+			return &InputError{Input: cr.d.input, Doc: cr.d.n, Err: fmt.Errorf("spec.applicationRefs[%d].labelSelectors: %w", i, err)}
 		}
-		first = false
-		for _, c := range comments {
-			out.WriteString("# " + oneLine(c) + "\n")
+		if !ok {
+			continue
 		}
-		if node == nil {
-			return nil
+		if a.selectedBy != "" {
+			a.extra = append(a.extra, Finding{Note, fmt.Sprintf("%s applicationRefs[%d] selects this app too; argocd-image-updater's configuration is taken from %s", cr.label, i, a.selectedBy)})
+			continue
 		}
-		var b bytes.Buffer
-		enc := yaml.NewEncoder(&b)
-		enc.SetIndent(2)
-		if err := enc.Encode(node); err != nil {
-			return err
+		cr.selected[i] = append(cr.selected[i], a.label())
+		if ref.UseAnnotations != nil && *ref.UseAnnotations {
+			a.selectedBy = fmt.Sprintf("%s applicationRefs[%d] (useAnnotations)", cr.label, i)
+			a.conf = fromAnnotations(a.annotations)
+			if a.conf == nil {
+				a.conf = &appConf{via: a.selectedBy, unread: []string{"useAnnotations: true, but the Application has no argocd-image-updater annotations"}}
+			}
+			a.conf.via = a.selectedBy + ", from annotations"
+			continue
 		}
-		if err := enc.Close(); err != nil {
-			return err
+		a.selectedBy = fmt.Sprintf("%s applicationRefs[%d]", cr.label, i)
+		a.conf = fromResource(cr, i)
+		if a.hasUpdaterKeys {
+			a.extra = append(a.extra, Finding{Note, "argocd-image-updater annotations of this Application are not read when an ImageUpdater selects it (useAnnotations is not set); removed"})
 		}
-		out.Write(b.Bytes())
-		return nil
 	}
-	for _, d := range docs {
+	return nil
+}
+
+// describeReplacement sets the comment that replaces cr in the output (the
+// Applications each applicationRef selects), and finds the applicationRefs that
+// select none.
+func (cr *imageUpdater) describeReplacement() {
+	var parts []string
+	for i, sel := range cr.selected {
+		ref := cr.spec.ApplicationRefs[i]
+		if len(sel) == 0 {
+			cr.findings = append(cr.findings, Finding{Lost, fmt.Sprintf("applicationRefs[%d] (namePattern %q) selects no Application of the input; give migrate the Applications it selects (argocd app get NAME -o yaml, or their manifests in git)", i, ref.NamePattern)})
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("applicationRefs[%d] -> %s", i, strings.Join(sel, ", ")))
+	}
+	for _, u := range cr.unread {
+		cr.findings = append(cr.findings, Finding{Lost, u})
+	}
+	cr.d.consumed = fmt.Sprintf("%s: replaced by the plugin parameters of the Applications it selects", cr.label)
+	if len(parts) > 0 {
+		cr.d.consumed += " (" + strings.Join(parts, "; ") + ")"
+	}
+}
+
+// writeManifests writes the output stream, document by document in input order:
+// Applications migrated, argocd-image-updater's own objects replaced by
+// comments, other objects as they were.
+func (m *migration) writeManifests() error {
+	var w manifestWriter
+	for _, d := range m.docs {
+		var err error
 		switch {
 		case d.app != nil && d.app.conf != nil:
-			a := d.app
-			c := convert(a.conf, appSource{repoURL: a.repoURL, path: a.srcPath})
-			c.findings = append(slices.Clone(a.extra), c.findings...)
-			rewriteApplication(a, c.params, &c, opts.PluginName)
-			regs.addCredentials(a.label(), c.creds, &c)
-			fs := sortFindings(c.findings)
-			obj := "Application " + a.label()
-			res.Objects = append(res.Objects, ObjectFindings{Object: obj, Findings: fs})
-			comments := []string{fmt.Sprintf("argocd-image-resolver migrate: %s, from argocd-image-updater's %s", obj, a.conf.via)}
-			comments = append(comments, findingLines(fs)...)
-			if err := emit(comments, d.node); err != nil {
-				return nil, err
-			}
+			comments := m.migrateApplication(d.app)
+			err = w.emit(comments, d.node)
 		case d.cr != nil:
 			fs := sortFindings(d.cr.findings)
-			res.Objects = append(res.Objects, ObjectFindings{Object: d.cr.label, Findings: fs})
-			if err := emit(append([]string{"argocd-image-resolver migrate: " + d.consumed}, findingLines(fs)...), nil); err != nil {
-				return nil, err
-			}
+			m.res.Objects = append(m.res.Objects, ObjectFindings{Object: d.cr.label, Findings: fs})
+			err = w.emit(append([]string{"argocd-image-resolver migrate: " + d.consumed}, findingLines(fs)...), nil)
 		case d.consumed != "":
-			if err := emit([]string{"argocd-image-resolver migrate: " + d.consumed}, nil); err != nil {
-				return nil, err
-			}
+			err = w.emit([]string{"argocd-image-resolver migrate: " + d.consumed}, nil)
 		default:
-			if err := emit(nil, d.node); err != nil {
-				return nil, err
-			}
+			err = w.emit(nil, d.node)
+		}
+		if err != nil {
+			return err
 		}
 	}
-	res.Manifests = out.Bytes()
-	rb, rf, err := regs.render()
+	m.res.Manifests = w.out.Bytes()
+	return nil
+}
+
+// migrateApplication rewrites an Application in place to name the plugin with
+// its converted parameters, and returns the comments to write above it.
+func (m *migration) migrateApplication(a *application) []string {
+	c := convert(a.conf, appSource{repoURL: a.repoURL, path: a.srcPath})
+	c.findings = append(slices.Clone(a.extra), c.findings...)
+	rewriteApplication(a, c.params, &c, m.opts.PluginName)
+	m.regs.addCredentials(a.label(), c.creds, &c)
+	fs := sortFindings(c.findings)
+	obj := "Application " + a.label()
+	m.res.Objects = append(m.res.Objects, ObjectFindings{Object: obj, Findings: fs})
+	comments := []string{fmt.Sprintf("argocd-image-resolver migrate: %s, from argocd-image-updater's %s", obj, a.conf.via)}
+	return append(comments, findingLines(fs)...)
+}
+
+// manifestWriter writes a YAML stream: documents separated by "---", each with
+// its comments above it.
+type manifestWriter struct {
+	out     bytes.Buffer
+	started bool
+}
+
+// emit writes one document: the comments, then the node unless it is nil.
+func (w *manifestWriter) emit(comments []string, node *yaml.Node) error {
+	if w.started {
+		w.out.WriteString("---\n")
+	}
+	w.started = true
+	for _, c := range comments {
+		w.out.WriteString("# " + oneLine(c) + "\n")
+	}
+	if node == nil {
+		return nil
+	}
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(node); err != nil {
+		return err
+	}
+	if err := enc.Close(); err != nil {
+		return err
+	}
+	w.out.Write(b.Bytes())
+	return nil
+}
+
+// writeRegistries renders the registries file, with its findings.
+func (m *migration) writeRegistries() error {
+	rb, rf, err := m.regs.render()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	res.Registries = rb
+	m.res.Registries = rb
 	if len(rf) > 0 {
-		res.Objects = append(res.Objects, ObjectFindings{Object: "registries", Findings: sortFindings(rf)})
+		m.res.Objects = append(m.res.Objects, ObjectFindings{Object: "registries", Findings: sortFindings(rf)})
 	}
-	for _, o := range res.Objects {
-		for _, f := range o.Findings {
-			if f.Kind == Lost {
-				res.Lost++
-			}
-		}
-	}
-	return res, nil
+	return nil
 }
 
 func findingLines(fs []Finding) []string {

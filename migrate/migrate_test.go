@@ -120,7 +120,8 @@ func TestFindings(t *testing.T) {
 		kind         Kind
 		parts        []string
 	}{
-		// The four behaviour differences of issue 14.
+		// The four places where the plugin behaves differently from argocd-image-updater
+		// (platforms: every one required; latest ignored by newest-build; ...).
 		{"differences.yaml", "Application argocd/differences", Differs, []string{"arm.platforms", "linux/arm/v7,linux/arm/v8", "any one of them", "requires every one", "write linux/arm "}},
 		{"differences.yaml", "Application argocd/differences", Differs, []string{"multi.platforms", "linux/amd64,linux/arm64", "name only the platform the workload runs on"}},
 		{"differences.yaml", "Application argocd/differences", Note, []string{`the tag "latest" is ignored by update-strategy newest-build`}},

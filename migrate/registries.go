@@ -142,92 +142,13 @@ func (r *registries) readEntry(m map[string]any, from string) {
 		where = fmt.Sprintf("%s (%s)", from, name)
 	}
 	for _, k := range sortedKeys(m) {
-		v := s(k)
-		switch k {
-		case "prefix", "name":
-		case "api_url":
-			u, err := url.Parse(v)
-			if err != nil || u.Host == "" {
-				r.add(Lost, "%s api_url: not a URL", where)
-				continue
-			}
-			if u.User != nil {
-				r.add(Lost, "%s api_url %q: credentials in the URL are not carried over; name a credential source in credentials", where, u.Redacted())
-				u.User = nil
-			}
-			v = u.String()
-			if u.Scheme == "http" {
-				cfg.Insecure = true
-				r.add(Note, "%s api_url %q: plain HTTP is insecure: true here (which also allows HTTPS without certificate verification)", where, v)
-			}
-			if p := strings.TrimSuffix(u.Path, "/"); p != "" && p != "/v2" {
-				r.add(Lost, "%s api_url %q: a path before /v2 is not supported; the registry is read at %s", where, v, u.Host)
-			}
-			if !sameHost(u.Host, prefix) {
-				cfg.API = u.Host
-			}
-		case "credentials":
-			src, err := resolve.ParseCredentialSource(v)
-			if err != nil {
-				r.add(Lost, "%s credentials %q: %v (accepted: see docs/registries.md, Credential sources)", where, v, err)
-				continue
-			}
-			cfg.Credentials = src.String()
-		case "credsexpire":
-			if _, err := time.ParseDuration(v); err != nil {
-				r.add(Lost, "%s credsexpire %q: not a duration", where, v)
-				continue
-			}
-			cfg.CredentialsExpire = v
-		case "insecure":
-			if truthy(m[k]) {
-				cfg.Insecure = true
-			}
-		case "ca_file":
-			cfg.CA = v
-		case "ca_data":
-			r.add(Lost, "%s ca_data: write the certificates to a file mounted in the sidecar and name it in ca", where)
-		case "defaultns":
-			if !(v == "library" && sameHost("docker.io", prefix)) {
-				cfg.DefaultNamespace = v
-			}
-		case "default":
-			switch {
-			case !truthy(m[k]):
-			case sameHost("docker.io", prefix):
-				r.add(Note, "%s default: true: not needed; Docker Hub is the resolver's default registry too", where)
-			default:
-				r.add(Lost, "%s default: true: images without a registry are Docker Hub's for the resolver, as for the container runtime; write the registry in image-list", where)
-			}
-		case "limit":
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || f < 0 {
-				r.add(Lost, "%s limit %q: not a number of requests per second", where, v)
-				continue
-			}
-			cfg.RateLimit = f
-		case "ping":
-			r.add(Note, "%s ping: not needed; the resolver does not ping registries", where)
-		case "tagsortmode":
-			r.add(Lost, "%s tagsortmode %q: the resolver orders tags by its update-strategy alone", where, v)
-		default:
-			r.add(Lost, "%s %s: unknown to migrate", where, k)
-		}
+		r.readEntryKey(&cfg, where, k, s(k), m[k])
 	}
 	if cfg.CA != "" && cfg.Insecure {
 		r.add(Lost, "%s ca_file: not with insecure; the resolver takes one or the other", where)
 		cfg.CA = ""
 	}
-	if strings.HasPrefix(cfg.Credentials, resolve.CredExt+":") {
-		// argocd-image-updater's cloud registries need scripts; the resolver
-		// has the cloud's own credentials.
-		host, _, _ := strings.Cut(prefix, "/")
-		if _, _, ok := resolve.ECRHost(host); ok {
-			r.add(Note, "%s credentials %q: carried over; the resolver also reads ECR credentials itself (credentials: ecr, through IRSA or EKS Pod Identity; docs/registries.md)", where, cfg.Credentials)
-		} else if strings.HasSuffix(host, ".azurecr.io") {
-			r.add(Note, "%s credentials %q: carried over; the resolver also reads ACR credentials itself (credentials: acr, through AKS Workload Identity; docs/registries.md)", where, cfg.Credentials)
-		}
-	}
+	r.noteCloudCredentials(cfg, where)
 	checked, err := check(cfg)
 	if err != nil {
 		r.add(Lost, "%s: %v", where, err)
@@ -238,6 +159,102 @@ func (r *registries) readEntry(m map[string]any, from string) {
 		return
 	}
 	r.entries = append(r.entries, &regEntry{cfg: checked, from: []string{where}})
+}
+
+// readEntryKey carries key k of a registry entry over into cfg: v is its value
+// trimmed, raw as written.
+func (r *registries) readEntryKey(cfg *resolve.RegistryConfig, where, k, v string, raw any) {
+	prefix := cfg.Prefix
+	switch k {
+	case "prefix", "name":
+	case "api_url":
+		r.readAPIURL(cfg, where, v)
+	case "credentials":
+		src, err := resolve.ParseCredentialSource(v)
+		if err != nil {
+			r.add(Lost, "%s credentials %q: %v (accepted: see docs/registries.md, Credential sources)", where, v, err)
+			return
+		}
+		cfg.Credentials = src.String()
+	case "credsexpire":
+		if _, err := time.ParseDuration(v); err != nil {
+			r.add(Lost, "%s credsexpire %q: not a duration", where, v)
+			return
+		}
+		cfg.CredentialsExpire = v
+	case "insecure":
+		if truthy(raw) {
+			cfg.Insecure = true
+		}
+	case "ca_file":
+		cfg.CA = v
+	case "ca_data":
+		r.add(Lost, "%s ca_data: write the certificates to a file mounted in the sidecar and name it in ca", where)
+	case "defaultns":
+		if !(v == "library" && sameHost("docker.io", prefix)) {
+			cfg.DefaultNamespace = v
+		}
+	case "default":
+		switch {
+		case !truthy(raw):
+		case sameHost("docker.io", prefix):
+			r.add(Note, "%s default: true: not needed; Docker Hub is the resolver's default registry too", where)
+		default:
+			r.add(Lost, "%s default: true: images without a registry are Docker Hub's for the resolver, as for the container runtime; write the registry in image-list", where)
+		}
+	case "limit":
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			r.add(Lost, "%s limit %q: not a number of requests per second", where, v)
+			return
+		}
+		cfg.RateLimit = f
+	case "ping":
+		r.add(Note, "%s ping: not needed; the resolver does not ping registries", where)
+	case "tagsortmode":
+		r.add(Lost, "%s tagsortmode %q: the resolver orders tags by its update-strategy alone", where, v)
+	default:
+		r.add(Lost, "%s %s: unknown to migrate", where, k)
+	}
+}
+
+// readAPIURL carries an entry's api_url over: the resolver takes a host (api),
+// and plain HTTP as insecure.
+func (r *registries) readAPIURL(cfg *resolve.RegistryConfig, where, v string) {
+	u, err := url.Parse(v)
+	if err != nil || u.Host == "" {
+		r.add(Lost, "%s api_url: not a URL", where)
+		return
+	}
+	if u.User != nil {
+		r.add(Lost, "%s api_url %q: credentials in the URL are not carried over; name a credential source in credentials", where, u.Redacted())
+		u.User = nil
+	}
+	v = u.String()
+	if u.Scheme == "http" {
+		cfg.Insecure = true
+		r.add(Note, "%s api_url %q: plain HTTP is insecure: true here (which also allows HTTPS without certificate verification)", where, v)
+	}
+	if p := strings.TrimSuffix(u.Path, "/"); p != "" && p != "/v2" {
+		r.add(Lost, "%s api_url %q: a path before /v2 is not supported; the registry is read at %s", where, v, u.Host)
+	}
+	if !sameHost(u.Host, cfg.Prefix) {
+		cfg.API = u.Host
+	}
+}
+
+// noteCloudCredentials says that the resolver reads ECR's and ACR's credentials
+// itself: argocd-image-updater's cloud registries need scripts (ext:).
+func (r *registries) noteCloudCredentials(cfg resolve.RegistryConfig, where string) {
+	if !strings.HasPrefix(cfg.Credentials, resolve.CredExt+":") {
+		return
+	}
+	host, _, _ := strings.Cut(cfg.Prefix, "/")
+	if _, _, ok := resolve.ECRHost(host); ok {
+		r.add(Note, "%s credentials %q: carried over; the resolver also reads ECR credentials itself (credentials: ecr, through IRSA or EKS Pod Identity; docs/registries.md)", where, cfg.Credentials)
+	} else if strings.HasSuffix(host, ".azurecr.io") {
+		r.add(Note, "%s credentials %q: carried over; the resolver also reads ACR credentials itself (credentials: acr, through AKS Workload Identity; docs/registries.md)", where, cfg.Credentials)
+	}
 }
 
 // sameHost compares a URL host with a registry prefix's host, Docker Hub's
@@ -288,7 +305,8 @@ func appendOnce(list []string, s string) []string {
 	return append(list, s)
 }
 
-// render writes the registries file, entries sorted by prefix; nil when empty.
+// render writes the registries file, entries sorted by prefix, its findings as
+// comments above them; nil when it has neither entries nor findings.
 func (r *registries) render() ([]byte, []Finding, error) {
 	if len(r.entries) == 0 && len(r.findings) == 0 {
 		return nil, nil, nil

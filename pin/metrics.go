@@ -1,9 +1,9 @@
 package pin
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/promreg"
 )
 
 // metricsNamespace prefixes the writer's metric names; it is the daemon's
@@ -48,29 +48,14 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 	if reg == nil {
 		return m
 	}
-	m.commits = register(reg, m.commits)
-	m.pushes = register(reg, m.pushes)
-	m.retries = register(reg, m.retries)
-	m.conflicts = register(reg, m.conflicts)
-	m.pending = register(reg, m.pending)
+	m.commits = promreg.Register(reg, m.commits)
+	m.pushes = promreg.Register(reg, m.pushes)
+	m.retries = promreg.Register(reg, m.retries)
+	m.conflicts = promreg.Register(reg, m.conflicts)
+	m.pending = promreg.Register(reg, m.pending)
 	// every outcome's series exists from the start, at zero
 	for _, o := range []string{PushOK, PushRejected, PushFailed} {
 		m.pushes.WithLabelValues(o)
 	}
 	return m
-}
-
-// register registers c, or returns the collector already registered under its
-// name.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
 }

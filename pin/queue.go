@@ -180,6 +180,9 @@ func (w *Writer) Run(ctx context.Context) {
 
 // flush writes a batch taken off the queue.
 func (w *Writer) flush(ctx context.Context, b *batch) {
+	if w.afterFlush != nil {
+		defer w.afterFlush() // last: after the batch is accounted for and w.mu released
+	}
 	edits := b.list()
 	_, err := w.write(ctx, b.key, edits)
 	if w.onResult != nil {

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/yamlnode"
 )
 
 // defaultHelmTagKey is the tag key of an app with one alias and no keys.
@@ -94,7 +96,7 @@ func (t helmValuesTarget) lookup(f *yamlFile, key string) (*kyaml.Node, error) {
 		if err != nil {
 			return nil, err
 		}
-		if isNullNode(v) {
+		if yamlnode.IsNull(v) {
 			return nil, nil
 		}
 		n = v
@@ -103,7 +105,7 @@ func (t helmValuesTarget) lookup(f *yamlFile, key string) (*kyaml.Node, error) {
 }
 
 func (t helmValuesTarget) crosses(f *yamlFile, key string, at []string, n *kyaml.Node) error {
-	return fmt.Errorf("%s: %s is %s, not a mapping (accepted: a key whose every part but the last is a mapping)", f.where(key, n), strings.Join(at, "."), describeNode(n))
+	return fmt.Errorf("%s: %s is %s, not a mapping (accepted: a key whose every part but the last is a mapping)", f.where(key, n), strings.Join(at, "."), yamlnode.Describe(n))
 }
 
 // str is the string at key; "" when missing or null.
@@ -238,12 +240,12 @@ func (t helmValuesTarget) set(f *yamlFile, key, value string) error {
 		case last && (v.Kind == kyaml.ScalarNode):
 			return f.setScalar(key, v, value)
 		case last:
-			return fmt.Errorf("%s: is %s (accepted: a string)", f.where(key, v), describeNode(v))
+			return fmt.Errorf("%s: is %s (accepted: a string)", f.where(key, v), yamlnode.Describe(v))
 		case k == nil:
 			v = newMappingNode()
 			n.Content = append(n.Content, &kyaml.Node{Kind: kyaml.ScalarNode, Tag: "!!str", Value: part}, v)
 			f.markStructural()
-		case isNullNode(v):
+		case yamlnode.IsNull(v):
 			*v = kyaml.Node{Kind: kyaml.MappingNode, Tag: "!!map", HeadComment: v.HeadComment, LineComment: v.LineComment, FootComment: v.FootComment}
 			f.markStructural()
 		case v.Kind != kyaml.MappingNode:

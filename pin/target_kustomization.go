@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/yamlnode"
 )
 
 // kustomizationFields are the keys of an images: entry, in Kustomize's order.
@@ -36,18 +38,18 @@ func kustomizationImages(f *yamlFile) (*kyaml.Node, []kustomizeImage, error) {
 		return nil, nil, nil
 	}
 	_, seq, err := f.field(root, "", "images")
-	if err != nil || isNullNode(seq) {
+	if err != nil || yamlnode.IsNull(seq) {
 		return nil, nil, err
 	}
 	accepted := "a mapping with keys " + strings.Join(kustomizationFields, ", ")
 	if seq.Kind != kyaml.SequenceNode {
-		return nil, nil, fmt.Errorf("%s: is %s (accepted: a list of %s)", f.where("images", seq), describeNode(seq), accepted)
+		return nil, nil, fmt.Errorf("%s: is %s (accepted: a list of %s)", f.where("images", seq), yamlnode.Describe(seq), accepted)
 	}
 	var out []kustomizeImage
 	for i, it := range seq.Content {
 		path := "images[" + strconv.Itoa(i) + "]"
 		if it.Kind != kyaml.MappingNode {
-			return nil, nil, fmt.Errorf("%s: is %s (accepted: %s)", f.where(path, it), describeNode(it), accepted)
+			return nil, nil, fmt.Errorf("%s: is %s (accepted: %s)", f.where(path, it), yamlnode.Describe(it), accepted)
 		}
 		ki := kustomizeImage{index: i, node: it}
 		for _, kv := range []struct {

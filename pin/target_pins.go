@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/yamlnode"
 )
 
 // pinsHeader opens a new pins file.
@@ -45,7 +47,7 @@ type pinsEntry struct {
 }
 
 func (e pinsEntry) str(key string) string {
-	if v := e.fields[key]; v != nil && !isNullNode(v) {
+	if v := e.fields[key]; v != nil && !yamlnode.IsNull(v) {
 		return v.Value
 	}
 	return ""
@@ -67,11 +69,11 @@ func parsePins(content []byte) (*yamlFile, map[string]*pinsEntry, error) {
 		return nil, nil, err
 	}
 	_, pins, err := f.field(root, "", "pins")
-	if err != nil || isNullNode(pins) {
+	if err != nil || yamlnode.IsNull(pins) {
 		return f, entries, err
 	}
 	if pins.Kind != kyaml.MappingNode {
-		return nil, nil, fmt.Errorf("%s: is %s (accepted: a mapping of image alias to pin)", f.where("pins", pins), describeNode(pins))
+		return nil, nil, fmt.Errorf("%s: is %s (accepted: a mapping of image alias to pin)", f.where("pins", pins), yamlnode.Describe(pins))
 	}
 	if err := f.strictKeys(pins, "pins", nil); err != nil {
 		return nil, nil, err
@@ -82,10 +84,10 @@ func parsePins(content []byte) (*yamlFile, map[string]*pinsEntry, error) {
 		alias := k.Value
 		path := "pins." + alias
 		if k.Kind != kyaml.ScalarNode || alias == "" {
-			return nil, nil, fmt.Errorf("%s: an alias is %s (accepted: an image alias)", f.where("pins", k), describeNode(k))
+			return nil, nil, fmt.Errorf("%s: an alias is %s (accepted: an image alias)", f.where("pins", k), yamlnode.Describe(k))
 		}
 		if v.Kind != kyaml.MappingNode {
-			return nil, nil, fmt.Errorf("%s: is %s (accepted: %s)", f.where(path, v), describeNode(v), accepted)
+			return nil, nil, fmt.Errorf("%s: is %s (accepted: %s)", f.where(path, v), yamlnode.Describe(v), accepted)
 		}
 		if err := f.strictKeys(v, path, pinsFields); err != nil {
 			return nil, nil, err
@@ -95,18 +97,18 @@ func parsePins(content []byte) (*yamlFile, map[string]*pinsEntry, error) {
 			key, val := v.Content[j].Value, v.Content[j+1]
 			e.fields[key] = val
 			switch {
-			case isNullNode(val):
+			case yamlnode.IsNull(val):
 			case key == "platforms":
 				if val.Kind != kyaml.SequenceNode {
-					return nil, nil, fmt.Errorf("%s: is %s (accepted: a list of platforms, e.g. [linux/amd64])", f.where(path+"."+key, val), describeNode(val))
+					return nil, nil, fmt.Errorf("%s: is %s (accepted: a list of platforms, e.g. [linux/amd64])", f.where(path+"."+key, val), yamlnode.Describe(val))
 				}
 				for _, it := range val.Content {
 					if it.Kind != kyaml.ScalarNode {
-						return nil, nil, fmt.Errorf("%s: an item is %s (accepted: a list of platforms, e.g. [linux/amd64])", f.where(path+"."+key, it), describeNode(it))
+						return nil, nil, fmt.Errorf("%s: an item is %s (accepted: a list of platforms, e.g. [linux/amd64])", f.where(path+"."+key, it), yamlnode.Describe(it))
 					}
 				}
 			case val.Kind != kyaml.ScalarNode:
-				return nil, nil, fmt.Errorf("%s: is %s (accepted: a string)", f.where(path+"."+key, val), describeNode(val))
+				return nil, nil, fmt.Errorf("%s: is %s (accepted: a string)", f.where(path+"."+key, val), yamlnode.Describe(val))
 			}
 		}
 		if e.str("reference") == "" {
@@ -125,7 +127,7 @@ func (f *yamlFile) strictKeys(m *kyaml.Node, path string, known []string) error 
 		k, v := m.Content[i], m.Content[i+1]
 		kp := joinKeyPath(path, k.Value)
 		if k.Kind != kyaml.ScalarNode || k.Value == "<<" {
-			return fmt.Errorf("%s: a key is %s (accepted: plain keys)", f.where(path, k), describeNode(k))
+			return fmt.Errorf("%s: a key is %s (accepted: plain keys)", f.where(path, k), yamlnode.Describe(k))
 		}
 		if known != nil && !slices.Contains(known, k.Value) {
 			return fmt.Errorf("%s: unknown key (accepted: %s)", f.where(kp, k), strings.Join(known, ", "))
@@ -210,7 +212,7 @@ func (t pinsTarget) Apply(content []byte, pins []Pin) ([]byte, error) {
 		pinsNode = newMappingNode()
 		root.Content = append(root.Content, &kyaml.Node{Kind: kyaml.ScalarNode, Tag: "!!str", Value: "pins"}, pinsNode)
 		f.markStructural()
-	case isNullNode(pinsNode):
+	case yamlnode.IsNull(pinsNode):
 		*pinsNode = kyaml.Node{Kind: kyaml.MappingNode, Tag: "!!map", HeadComment: pinsNode.HeadComment, LineComment: pinsNode.LineComment, FootComment: pinsNode.FootComment}
 		f.markStructural()
 	}

@@ -10,6 +10,9 @@ import (
 	"unicode/utf8"
 
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/oneline"
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/yamlnode"
 )
 
 // yamlFile is one YAML document being read or edited by a target. Edits change
@@ -59,14 +62,14 @@ func parseYAMLFile(name string, content []byte) (*yamlFile, error) {
 	var doc kyaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("file %s: %s", name, oneLineMsg(err.Error()))
+			return nil, fmt.Errorf("file %s: %s", name, oneline.Fold(err.Error()))
 		}
 		doc = kyaml.Node{Kind: kyaml.DocumentNode}
 	}
 	var extra kyaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return nil, fmt.Errorf("file %s: %s", name, oneLineMsg(err.Error()))
+			return nil, fmt.Errorf("file %s: %s", name, oneline.Fold(err.Error()))
 		}
 		return nil, fmt.Errorf("file %s (line %d): more than one YAML document (accepted: one document, a mapping)", name, extra.Line)
 	}
@@ -76,14 +79,14 @@ func parseYAMLFile(name string, content []byte) (*yamlFile, error) {
 	f.doc = &doc
 	f.indent, f.wide = yamlLayout(f.doc, string(content))
 	if r := f.root(); r != nil && r.Kind != kyaml.MappingNode {
-		return nil, fmt.Errorf("file %s (line %d): the document is %s (accepted: a mapping)", name, r.Line, describeNode(r))
+		return nil, fmt.Errorf("file %s (line %d): the document is %s (accepted: a mapping)", name, r.Line, yamlnode.Describe(r))
 	}
 	return f, nil
 }
 
 // root is the document's mapping; nil when the document is empty or null.
 func (f *yamlFile) root() *kyaml.Node {
-	if len(f.doc.Content) == 0 || isNullNode(f.doc.Content[0]) {
+	if len(f.doc.Content) == 0 || yamlnode.IsNull(f.doc.Content[0]) {
 		return nil
 	}
 	return f.doc.Content[0]
@@ -162,11 +165,11 @@ func fieldIndex(m *kyaml.Node, key string) int {
 // scalarValue is the text of a scalar value ("" for null), or an error naming
 // the key when the value is a mapping or a list.
 func (f *yamlFile) scalarValue(path string, v *kyaml.Node) (string, error) {
-	if v == nil || isNullNode(v) {
+	if v == nil || yamlnode.IsNull(v) {
 		return "", nil
 	}
 	if v.Kind != kyaml.ScalarNode {
-		return "", fmt.Errorf("%s: is %s (accepted: a string)", f.where(path, v), describeNode(v))
+		return "", fmt.Errorf("%s: is %s (accepted: a string)", f.where(path, v), yamlnode.Describe(v))
 	}
 	return v.Value, nil
 }
@@ -176,7 +179,7 @@ func (f *yamlFile) scalarValue(path string, v *kyaml.Node) (string, error) {
 // back as a string (1.10, yes, 0777) is double-quoted.
 func (f *yamlFile) setScalar(path string, v *kyaml.Node, value string) error {
 	if v.Kind != kyaml.ScalarNode {
-		return fmt.Errorf("%s: is %s (accepted: a string)", f.where(path, v), describeNode(v))
+		return fmt.Errorf("%s: is %s (accepted: a string)", f.where(path, v), yamlnode.Describe(v))
 	}
 	if v.Anchor != "" {
 		return fmt.Errorf("%s: has a YAML anchor (&%s) other values may use; not supported (accepted: a value without anchor)", f.where(path, v), v.Anchor)
@@ -403,40 +406,4 @@ func newStringNode(value string) *kyaml.Node {
 
 func newMappingNode() *kyaml.Node {
 	return &kyaml.Node{Kind: kyaml.MappingNode, Tag: "!!map"}
-}
-
-func isNullNode(n *kyaml.Node) bool {
-	return n == nil || n.Kind == 0 || (n.Kind == kyaml.ScalarNode && n.ShortTag() == "!!null")
-}
-
-// describe names what a node is, for messages: "a mapping", "the number 1.1".
-func describeNode(n *kyaml.Node) string {
-	switch n.Kind {
-	case kyaml.DocumentNode:
-		return "a document"
-	case kyaml.SequenceNode:
-		return "a list"
-	case kyaml.MappingNode:
-		return "a mapping"
-	case kyaml.AliasNode:
-		return "a YAML alias"
-	case kyaml.ScalarNode:
-		switch n.ShortTag() {
-		case "!!str":
-			return fmt.Sprintf("the string %q", n.Value)
-		case "!!int", "!!float":
-			return "the number " + n.Value
-		case "!!bool":
-			return "the boolean " + n.Value
-		case "!!null":
-			return "null"
-		}
-		return "the scalar " + n.Value
-	}
-	return "empty"
-}
-
-// oneLine folds a multi-line parser message.
-func oneLineMsg(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }

@@ -71,6 +71,7 @@ const (
 // branch.
 type Writer struct {
 	onResult                func(app string, err error)
+	afterFlush              func()
 	auth                    func(string) (transport.AuthMethod, error)
 	signer                  Signer
 	authorName, authorEmail string

@@ -111,6 +111,15 @@ func WithOnResult(f func(app string, err error)) WriterOption {
 	return func(w *Writer) { w.onResult = f }
 }
 
+// WithAfterFlush is called after each batch Run took off the queue has been
+// written, or has failed and been queued again or dropped: by then Pending no
+// longer counts it (unless it was queued again) and WithOnResult's function has
+// been told. A test hook: a test waits on it for a write to be over, rather than
+// sleeping.
+func WithAfterFlush(f func()) WriterOption {
+	return func(w *Writer) { w.afterFlush = f }
+}
+
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) WriterOption {
 	return func(w *Writer) {

@@ -1,7 +1,6 @@
 package pin_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/testio"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin/gittest"
 )
@@ -71,30 +71,12 @@ const (
 	password = "hunter2-very-secret"
 )
 
-// syncBuffer is a log sink the writer's goroutines may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // fixture is a git server with one repository, and what a writer reports.
 type fixture struct {
 	s   *gittest.Server
 	url string
 	reg *prometheus.Registry
-	log *syncBuffer
+	log *testio.SyncBuffer
 }
 
 var initialFiles = map[string]string{
@@ -108,7 +90,7 @@ var initialFiles = map[string]string{
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	s := gittest.New(t, gittest.WithBasicAuth(user, password))
-	return &fixture{s: s, url: s.Init(t, repoName, initialFiles), reg: prometheus.NewRegistry(), log: &syncBuffer{}}
+	return &fixture{s: s, url: s.Init(t, repoName, initialFiles), reg: prometheus.NewRegistry(), log: &testio.SyncBuffer{}}
 }
 
 func basicAuth(pass string) pin.WriterOption {

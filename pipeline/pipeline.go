@@ -69,7 +69,7 @@ type Substitution struct {
 	// pin in git); nil when it was resolved live.
 	FromPin *pin.Pin
 
-	reqIdx  int    // index of Request in the batch (identical requests are sent once)
+	reqIdx  int    // index of Request in the batch; -1 when FromPin
 	pinFile string // the target's file, when FromPin
 }
 
@@ -114,6 +114,7 @@ func (p *Pipeline) Render(ctx context.Context, dir string, env *plugin.Env) ([]b
 // errRenderTimeout is the cause of a render's context ending at Settings.Timeout.
 var errRenderTimeout = errors.New("render timeout")
 
+// render runs the phases of Render, each a step below.
 func (p *Pipeline) render(ctx context.Context, dir string, env *plugin.Env) ([]byte, *Report, error) {
 	root, _ := filepath.Abs(dir)
 	root = plugin.RepoRoot(root, env.SourcePath)
@@ -121,16 +122,7 @@ func (p *Pipeline) render(ctx context.Context, dir string, env *plugin.Env) ([]b
 	if err != nil {
 		return nil, nil, err
 	}
-	renderer := p.settings.Renderer
-	if renderer == nil {
-		renderer = render.InProcess{}
-	}
-	rendered, err := renderer.Render(ctx, dir, render.Options{
-		AppName: env.AppName, Namespace: env.AppNamespace,
-		KubeVersion: env.KubeVersion, APIVersions: env.KubeAPIVersions,
-		ValuesFiles: pol.Helm.ValuesFiles, HelmParameters: pol.Helm.Parameters, Values: pol.Helm.Values,
-		RepoRoot: root, RemoteHosts: p.settings.KustomizeRemoteHosts,
-	})
+	rendered, err := p.renderSource(ctx, dir, root, env, pol)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -144,86 +136,12 @@ func (p *Pipeline) render(ctx context.Context, dir string, env *plugin.Env) ([]b
 			return nil, report, err
 		}
 	}
-	defaults := p.settings.DefaultPlatforms
-
-	var reqs []resolve.Request
-	index := map[string]int{} // request key -> index in reqs
-	for _, u := range uses {
-		ip := pol.ForRepo(u.Image.Repo)
-		if ip == nil {
-			continue // not named by a policy: left as written
-		}
-		spec := ip.Spec
-		switch {
-		case len(ip.Policy.Platforms()) > 0:
-			spec.Platforms = resolve.PlatformStrings(ip.Policy.Platforms())
-		case len(u.Platforms) > 0:
-			spec.Platforms = resolve.PlatformStrings(u.Platforms)
-		default:
-			spec.Platforms = resolve.PlatformStrings(defaults)
-		}
-		req := resolve.Request{Image: ip.Written, Policy: spec}
-		if held, ok := report.Held[ip.Alias]; ok && pol.PinMode == plugin.PinUse {
-			// Rendered from git: no registry access.
-			report.Substitutions = append(report.Substitutions, &Substitution{Use: u, Policy: ip, Request: req, FromPin: &held, pinFile: pol.Pins.Target.File(), reqIdx: -1})
-			continue
-		}
-		key := ip.Written + "\x00" + strings.Join(spec.Platforms, ",")
-		i, ok := index[key]
-		if !ok {
-			i = len(reqs)
-			index[key] = i
-			reqs = append(reqs, req)
-		}
-		report.Substitutions = append(report.Substitutions, &Substitution{Use: u, Policy: ip, Request: req, reqIdx: i})
-	}
+	reqs := p.substitutions(report, pol, uses)
 	if unused := unusedAliases(pol, report.Substitutions); len(unused) > 0 {
 		report.Notes = append(report.Notes, fmt.Sprintf("no image field uses the repository of %s", strings.Join(unused, ", ")))
 	}
-
-	var answers []resolve.Answer
-	if len(reqs) > 0 {
-		if answers, err = p.batch.ResolveBatch(ctx, env.AppName, reqs); err != nil {
-			return nil, report, err
-		}
-	}
-	// One failed resolution is reported once, naming every object that needed it.
-	type failure struct {
-		alias   string
-		err     error
-		objects []string
-	}
-	var failures []*failure
-	if len(answers) != len(reqs) {
-		return nil, report, fmt.Errorf("resolve %d images: got %d answers", len(reqs), len(answers))
-	}
-	for _, s := range report.Substitutions {
-		if s.FromPin != nil {
-			s.NewRef = pinnedReference(s.Use.Image.Written, *s.FromPin)
-			continue
-		}
-		s.Answer = answers[s.reqIdx]
-		if err := s.Answer.Err(); err != nil {
-			i := slices.IndexFunc(failures, func(f *failure) bool { return f.alias == s.Policy.Alias && f.err.Error() == err.Error() })
-			if i < 0 {
-				failures = append(failures, &failure{alias: s.Policy.Alias, err: err})
-				i = len(failures) - 1
-			}
-			failures[i].objects = appendUnique(failures[i].objects, s.Use.Object.String())
-			continue
-		}
-		res := s.Answer.Result
-		s.NewRef = res.ReferenceFor(s.Use.Image.Written)
-		for _, st := range res.Stale {
-			report.Stale = appendUnique(report.Stale, fmt.Sprintf("%s: %s", s.Policy.Alias, st))
-		}
-	}
-	if len(failures) > 0 {
-		var errs []error
-		for _, f := range failures {
-			errs = append(errs, fmt.Errorf("image %s (used by %s): %w", f.alias, strings.Join(f.objects, ", "), f.err))
-		}
-		return nil, report, errors.Join(errs...)
+	if err := p.resolve(ctx, env.AppName, report, reqs); err != nil {
+		return nil, report, err
 	}
 	if err := rewrite(report.Substitutions); err != nil {
 		return nil, report, err
@@ -233,6 +151,119 @@ func (p *Pipeline) render(ctx context.Context, dir string, env *plugin.Env) ([]b
 		return nil, report, err
 	}
 	return out.Bytes(), report, nil
+}
+
+// renderSource renders the app's Helm chart, Kustomize overlay or plain YAML, with
+// the Helm inputs the policy names.
+func (p *Pipeline) renderSource(ctx context.Context, dir, root string, env *plugin.Env, pol *plugin.AppPolicy) (*render.Rendered, error) {
+	renderer := p.settings.Renderer
+	if renderer == nil {
+		renderer = render.InProcess{}
+	}
+	return renderer.Render(ctx, dir, render.Options{
+		AppName: env.AppName, Namespace: env.AppNamespace,
+		KubeVersion: env.KubeVersion, APIVersions: env.KubeAPIVersions,
+		ValuesFiles: pol.Helm.ValuesFiles, HelmParameters: pol.Helm.Parameters, Values: pol.Helm.Values,
+		RepoRoot: root, RemoteHosts: p.settings.KustomizeRemoteHosts,
+	})
+}
+
+// substitutions adds to report one Substitution per image field a policy names,
+// and returns the resolution requests of those not rendered from a pin, one per
+// field in order: identical requests are grouped by the resolver
+// (resolve.Resolver.ResolveBatch), not here.
+func (p *Pipeline) substitutions(report *Report, pol *plugin.AppPolicy, uses []render.ImageUse) []resolve.Request {
+	var reqs []resolve.Request
+	for _, u := range uses {
+		ip := pol.ForRepo(u.Image.Repo)
+		if ip == nil {
+			continue // not named by a policy: left as written
+		}
+		spec := ip.Spec
+		spec.Platforms = resolve.PlatformStrings(p.requiredPlatforms(ip, u))
+		req := resolve.Request{Image: ip.Written, Policy: spec}
+		if held, ok := report.Held[ip.Alias]; ok && pol.PinMode == plugin.PinUse {
+			// Rendered from git: no registry access.
+			report.Substitutions = append(report.Substitutions, &Substitution{Use: u, Policy: ip, Request: req, FromPin: &held, pinFile: pol.Pins.Target.File(), reqIdx: -1})
+			continue
+		}
+		report.Substitutions = append(report.Substitutions, &Substitution{Use: u, Policy: ip, Request: req, reqIdx: len(reqs)})
+		reqs = append(reqs, req)
+	}
+	return reqs
+}
+
+// requiredPlatforms are the platforms a tag must have for the field u: the
+// policy's, else the workload's own, else the operator's default.
+func (p *Pipeline) requiredPlatforms(ip *plugin.ImagePolicy, u render.ImageUse) []resolve.Platform {
+	switch {
+	case len(ip.Policy.Platforms()) > 0:
+		return ip.Policy.Platforms()
+	case len(u.Platforms) > 0:
+		return u.Platforms
+	}
+	return p.settings.DefaultPlatforms
+}
+
+// resolve sends reqs as one batch and sets each substitution's answer and new
+// reference. Nothing is rewritten unless every request resolved: the failures are
+// returned together, each once, naming every object that needed it.
+func (p *Pipeline) resolve(ctx context.Context, app string, report *Report, reqs []resolve.Request) error {
+	var answers []resolve.Answer
+	if len(reqs) > 0 {
+		var err error
+		if answers, err = p.batch.ResolveBatch(ctx, app, reqs); err != nil {
+			return err
+		}
+	}
+	if len(answers) != len(reqs) {
+		return fmt.Errorf("resolve %d images: got %d answers", len(reqs), len(answers))
+	}
+	var failures resolveFailures
+	for _, s := range report.Substitutions {
+		if s.FromPin != nil {
+			s.NewRef = pinnedReference(s.Use.Image.Written, *s.FromPin)
+			continue
+		}
+		s.Answer = answers[s.reqIdx]
+		if err := s.Answer.Err(); err != nil {
+			failures.add(s, err)
+			continue
+		}
+		res := s.Answer.Result
+		s.NewRef = res.ReferenceFor(s.Use.Image.Written)
+		for _, st := range res.Stale {
+			report.Stale = appendUnique(report.Stale, fmt.Sprintf("%s: %s", s.Policy.Alias, st))
+		}
+	}
+	return failures.err()
+}
+
+// resolveFailures are a render's failed resolutions: one per alias and error,
+// with every object that needed it.
+type resolveFailures []*resolveFailure
+
+type resolveFailure struct {
+	alias   string
+	err     error
+	objects []string
+}
+
+func (fs *resolveFailures) add(s *Substitution, err error) {
+	i := slices.IndexFunc(*fs, func(f *resolveFailure) bool { return f.alias == s.Policy.Alias && f.err.Error() == err.Error() })
+	if i < 0 {
+		*fs = append(*fs, &resolveFailure{alias: s.Policy.Alias, err: err})
+		i = len(*fs) - 1
+	}
+	(*fs)[i].objects = appendUnique((*fs)[i].objects, s.Use.Object.String())
+}
+
+func (fs resolveFailures) err() error {
+	var errs []error
+	for _, f := range fs {
+		errs = append(errs, fmt.Errorf("image %s (used by %s): %w", f.alias, strings.Join(f.objects, ", "), f.err))
+	}
+	return errors.Join(errs...)
 }
 
 // rewrite sets the new references and annotates each rewritten object.

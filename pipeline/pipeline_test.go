@@ -212,7 +212,7 @@ func TestRender(t *testing.T) {
 			files:   map[string]string{"app.yaml": strings.Replace(deployment, "{NODESELECTOR}", "{}", 1)},
 			params:  []string{"image-list", "web=ghcr.io/org/web:~1"},
 			batch:   &fakeBatch{answers: []resolve.Answer{}},
-			wantErr: []string{"resolve 1 images: got 0 answers"},
+			wantErr: []string{"resolve 2 images: got 0 answers"},
 		},
 		{
 			name:    "a bad policy is refused before anything is resolved",
@@ -250,9 +250,12 @@ func TestRender(t *testing.T) {
 					t.Errorf("manifests still contain %q:\n%s", w, out)
 				}
 			}
-			if !slices.EqualFunc(tt.batch.reqs, tt.wantRequests, func(a, b resolve.Request) bool {
+			// One request per image field a policy names, in order; identical ones
+			// (two fields of one image) are grouped by the resolver, not here.
+			sameRequest := func(a, b resolve.Request) bool {
 				return fmt.Sprintf("%+v", a) == fmt.Sprintf("%+v", b) // nil and empty lists alike
-			}) {
+			}
+			if len(tt.batch.reqs) != len(report.Substitutions) || !slices.EqualFunc(slices.CompactFunc(slices.Clone(tt.batch.reqs), sameRequest), tt.wantRequests, sameRequest) {
 				t.Errorf("requests %+v\nwant     %+v", tt.batch.reqs, tt.wantRequests)
 			}
 			if len(tt.wantRequests) > 0 && (tt.batch.calls != 1 || tt.batch.app != "shop") {

@@ -13,6 +13,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/oneline"
 )
 
 // Environment variable names set by Argo CD for a CMP command (checked against
@@ -35,7 +37,7 @@ const (
 	parametersAcceptedShape = `a JSON array of {"name": NAME, and exactly one of "string": "...", "array": ["..."], "map": {"k": "v"}} with unique names, or null`
 )
 
-// Env is the environment Argo CD gives a CMP command (DESIGN.md §10).
+// Env is the environment Argo CD gives a CMP command.
 type Env struct {
 	// AppName is ARGOCD_APP_NAME exactly as given: "name" for an Application in the
 	// control-plane namespace, "namespace_name" for one outside it. Use it for identity.
@@ -226,7 +228,7 @@ func ParseParameters(raw string) (Parameters, error) {
 	dec := json.NewDecoder(strings.NewReader(raw))
 	var entries []map[string]json.RawMessage
 	if err := dec.Decode(&entries); err != nil {
-		return nil, paramsError("malformed JSON: %s", oneLine(err.Error()))
+		return nil, paramsError("malformed JSON: %s", oneline.Fold(err.Error()))
 	}
 	if dec.More() {
 		return nil, paramsError("malformed JSON: data after the array")
@@ -326,9 +328,4 @@ func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw),
 
 func paramsError(format string, args ...any) error {
 	return fmt.Errorf("%s: %s (accepted: %s)", EnvAppParameters, fmt.Sprintf(format, args...), parametersAcceptedShape)
-}
-
-// oneLine folds a message onto one line.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }

@@ -65,247 +65,164 @@ type imageListEntry struct {
 // buildPolicy is LoadPolicy once the file is read: it merges params over pf (nil when
 // there is no policy file).
 func buildPolicy(pf *policyFile, params Parameters) (*AppPolicy, error) {
-	m := &merger{}
-	out := &AppPolicy{PinMode: PinOff, Refresh: RefreshHard}
 	if pf == nil {
 		pf = &policyFile{images: map[string]*fileImage{}}
 	}
-
+	b := &policyBuilder{
+		merger:      &merger{},
+		pf:          pf,
+		out:         &AppPolicy{PinMode: PinOff, Refresh: RefreshHard},
+		pinMode:     pf.pinMode,
+		pinTarget:   pf.pinTarget,
+		pinBranch:   pf.pinBranch,
+		helmKeys:    pin.HelmKeys{},
+		aliasParams: map[string]*[numFields]value{},
+	}
+	// Sorted by name: the outcome, and the order of the problems, do not depend on
+	// the order the parameters come in.
 	sorted := slices.Clone(params)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 
-	// Pass 1: global and application-wide parameters; per-alias ones are kept for pass 2.
-	var appWide [numFields]value
-	pinMode, pinTarget, pinBranch := pf.pinMode, pf.pinTarget, pf.pinBranch
-	helmKeys := pin.HelmKeys{}
-	var helmKeySources []string
-	var entries []imageListEntry
-	var perAlias []Parameter
-	listFailed := false
+	// Pass 1: global and application-wide parameters; per-alias ones are kept for
+	// pass 2, which needs every alias, and image-list declares some.
 	for _, p := range sorted {
-		switch p.Name {
-		case ParamImageList:
-			n := len(m.errs)
-			if m.checkKind(p, imageListAccepted, KindString, KindArray) {
-				entries = m.parseImageList(p)
-			}
-			listFailed = len(m.errs) > n
-			continue
-		case ParamPinMode:
-			if m.checkKind(p, pinModeAccepted, KindString) {
-				switch v := strings.TrimSpace(p.String); v {
-				case "":
-				case PinOff, PinWrite, PinUse:
-					pinMode = value{set: true, str: v, src: paramSource(p.Name)}
-				default:
-					m.fail(&resolve.InputError{Field: paramSource(p.Name), Value: p.String, Accepted: pinModeAccepted})
-				}
-			}
-			continue
-		case ParamPinTarget:
-			if m.checkKind(p, pin.TargetAccepted, KindString) && strings.TrimSpace(p.String) != "" {
-				pinTarget = value{set: true, str: strings.TrimSpace(p.String), src: paramSource(p.Name)}
-			}
-			continue
-		case ParamPinBranch:
-			if m.checkKind(p, pinBranchAccepted, KindString) && strings.TrimSpace(p.String) != "" {
-				pinBranch = value{set: true, str: strings.TrimSpace(p.String), src: paramSource(p.Name)}
-			}
-			continue
-		case ParamRefresh:
-			if m.checkKind(p, refreshAccepted, KindString) {
-				switch v := strings.TrimSpace(p.String); v {
-				case "", RefreshHard:
-					out.Refresh = RefreshHard
-				case RefreshOff:
-					out.Refresh = RefreshOff
-				default:
-					m.fail(&resolve.InputError{Field: paramSource(p.Name), Value: p.String, Accepted: refreshAccepted})
-				}
-			}
-			continue
-		case ParamValuesFiles:
-			if m.checkKind(p, valuesFilesAcc, KindArray, KindString) {
-				for _, v := range p.Values() {
-					items := []string{v}
-					if p.Kind == KindString {
-						items = strings.Split(v, ",")
-					}
-					for _, f := range items {
-						if f = strings.TrimSpace(f); f != "" {
-							out.Helm.ValuesFiles = append(out.Helm.ValuesFiles, f)
-						}
-					}
-				}
-			}
-			continue
-		case ParamHelmParameters:
-			if m.checkKind(p, helmParametersAcc, KindMap) {
-				for k, v := range p.Map {
-					if strings.TrimSpace(k) == "" {
-						m.failf("parameter %q: an empty name (accepted: %s)", p.Name, helmParametersAcc)
-						continue
-					}
-					if out.Helm.Parameters == nil {
-						out.Helm.Parameters = map[string]string{}
-					}
-					out.Helm.Parameters[k] = v
-				}
-			}
-			continue
-		case ParamValues:
-			if m.checkKind(p, valuesAccepted, KindString) {
-				out.Helm.Values = p.String
-			}
-			continue
-		}
-		if why, ok := migrationGlobal[p.Name]; ok {
-			m.failf("parameter %q: argocd-image-updater's %s is %s; remove the parameter", p.Name, p.Name, why)
-			continue
-		}
-		if k, ok := imageKeyFor(p.Name); ok && p.Name != KeyTagMatch {
-			if m.checkKind(p, k.accepted, k.kinds...) {
-				appWide[k.field] = m.paramValue(p, k, paramSource(p.Name)+allImagesSourceTag)
-			}
-			continue
-		}
-		if strings.Contains(p.Name, ".") {
-			perAlias = append(perAlias, p)
-			continue
-		}
-		m.failf("parameter %q: unknown parameter%s (accepted: %s)", p.Name,
-			suggest(p.Name, append(globalNames(), imageKeyNames()...)), acceptedParams())
+		b.readGlobal(p)
 	}
-
-	// The aliases: the file's and image-list's.
-	fromList := map[string]imageListEntry{}
-	for _, e := range entries {
-		fromList[e.alias] = e
-	}
-	aliasSet := map[string]bool{}
-	for a := range pf.images {
-		aliasSet[a] = true
-	}
-	for a := range fromList {
-		aliasSet[a] = true
-	}
-	aliases := make([]string, 0, len(aliasSet))
-	for a := range aliasSet {
-		aliases = append(aliases, a)
-	}
-	slices.Sort(aliases)
-
+	b.collectAliases()
 	// Pass 2: per-alias parameters.
-	aliasParams := map[string]*[numFields]value{}
-	for _, p := range perAlias {
-		rawAlias, key, _ := strings.Cut(p.Name, ".")
-		alias := normaliseAlias(rawAlias)
-		if key == KeyHelmImageTag || key == KeyHelmImageName || key == KeyHelmImageSpec {
-			if !aliasSet[alias] && !listFailed {
-				m.failf("parameter %q: unknown alias %q%s (%s)", p.Name, rawAlias, suggest(alias, aliases), describeAliases(aliases))
-				continue
-			}
-			if m.checkKind(p, "a dotted key of the values file, e.g. image.tag", KindString) {
-				k := helmKeys[alias]
-				v := strings.TrimSpace(p.String)
-				switch key {
-				case KeyHelmImageTag:
-					k.Tag = v
-				case KeyHelmImageName:
-					k.Name = v
-				case KeyHelmImageSpec:
-					k.Spec = v
-				}
-				helmKeys[alias] = k
-				helmKeySources = append(helmKeySources, p.Name)
-			}
-			continue
-		}
-		if why, ok := migrationKeys[key]; ok {
-			m.failf("parameter %q: argocd-image-updater's <alias>.%s is %s; remove the parameter", p.Name, key, why)
-			continue
-		}
-		k, ok := imageKeyFor(key)
-		if !ok {
-			m.failf("parameter %q: unknown key %q%s (accepted: <alias>.%s)", p.Name, key,
-				suggest(key, imageKeyNames()), strings.Join(imageKeyNames(), ", <alias>."))
-			continue
-		}
-		if !aliasSet[alias] {
-			if listFailed {
-				continue // the alias may be in the entry that did not parse
-			}
-			m.failf("parameter %q: unknown alias %q%s (%s; declare aliases in parameter %s as %s, or in %s under images)",
-				p.Name, rawAlias, suggest(alias, aliases), describeAliases(aliases), ParamImageList, imageListAccepted, PolicyFileName)
-			continue
-		}
-		if !m.checkKind(p, k.accepted, k.kinds...) {
-			continue
-		}
-		vals := aliasParams[alias]
-		if vals == nil {
-			vals = &[numFields]value{}
-			aliasParams[alias] = vals
-		}
-		if key == KeyTagMatch {
-			m.warn(fmt.Sprintf("parameter %q: tag-match is deprecated; use %q", p.Name, rawAlias+"."+KeyAllowTags))
-		}
-		if vals[k.field].set {
-			m.failf("parameter %q: alias %q is also configured by parameter %s (accepted: one parameter per alias and key; / in an alias is read as _)",
-				p.Name, alias, strings.TrimPrefix(vals[k.field].src, "parameter "))
-			continue
-		}
-		vals[k.field] = m.paramValue(p, k, paramSource(p.Name))
+	for _, p := range b.perAlias {
+		b.readAliasParam(p)
+	}
+	b.checkWhereGiven()
+	b.settlePins()
+	b.checkHelmKeysUsed()
+	if len(b.errs) > 0 {
+		return nil, joinLines(b.errs)
 	}
 
-	// Check each value where it was given, so a bad value is reported even when a
-	// more specific source overrides it.
-	m.checkValues(appWide[:])
-	for _, a := range aliases {
-		if fi := pf.images[a]; fi != nil {
-			m.checkValues(fi.vals[:])
+	b.mergeAndCompile()
+	if len(b.errs) > 0 {
+		return nil, joinLines(b.errs)
+	}
+	b.checkSameRepository(b.out.Images)
+	if len(b.errs) > 0 {
+		return nil, joinLines(b.errs)
+	}
+	b.out.Warnings = b.warnings
+	return b.out, nil
+}
+
+// policyBuilder is what buildPolicy's phases hand on to each other.
+type policyBuilder struct {
+	*merger
+	pf  *policyFile // never nil
+	out *AppPolicy
+
+	// Pass 1: the application-wide image keys, the pin settings (the policy file's,
+	// overridden by parameters) and image-list.
+	appWide                       [numFields]value
+	pinMode, pinTarget, pinBranch value
+	entries                       []imageListEntry
+	// listFailed: image-list did not parse whole, and an alias may be in the entry
+	// that did not.
+	listFailed bool
+	perAlias   []Parameter // <alias>.<key>, for pass 2
+
+	// The aliases: the policy file's and image-list's.
+	fromList map[string]imageListEntry
+	aliasSet map[string]bool
+	aliases  []string // sorted
+
+	// Pass 2: the per-alias image keys, and the Helm values keys pins go to.
+	aliasParams    map[string]*[numFields]value
+	helmKeys       pin.HelmKeys
+	helmKeySources []string // the parameters that set helmKeys
+}
+
+// collectAliases gathers the aliases of the policy file and image-list.
+func (b *policyBuilder) collectAliases() {
+	b.fromList = map[string]imageListEntry{}
+	for _, e := range b.entries {
+		b.fromList[e.alias] = e
+	}
+	b.aliasSet = map[string]bool{}
+	for a := range b.pf.images {
+		b.aliasSet[a] = true
+	}
+	for a := range b.fromList {
+		b.aliasSet[a] = true
+	}
+	b.aliases = make([]string, 0, len(b.aliasSet))
+	for a := range b.aliasSet {
+		b.aliases = append(b.aliases, a)
+	}
+	slices.Sort(b.aliases)
+}
+
+// checkWhereGiven checks each value where it was given, so a bad value is
+// reported even when a more specific source overrides it.
+func (b *policyBuilder) checkWhereGiven() {
+	b.checkValues(b.appWide[:])
+	for _, a := range b.aliases {
+		if fi := b.pf.images[a]; fi != nil {
+			b.checkValues(fi.vals[:])
 		}
-		if vals := aliasParams[a]; vals != nil {
-			m.checkValues(vals[:])
+		if vals := b.aliasParams[a]; vals != nil {
+			b.checkValues(vals[:])
 		}
 	}
+}
+
+// settlePins sets the pin mode, and with pins on, where they go and the branch.
+func (b *policyBuilder) settlePins() {
+	out := b.out
 	out.PinMode = PinOff
-	if pinMode.set {
-		out.PinMode = pinMode.str
+	if b.pinMode.set {
+		out.PinMode = b.pinMode.str
 	}
-	if out.PinMode != PinOff {
-		target, err := pin.ParseTarget(pinTarget.str, helmKeys)
-		if err != nil {
-			src := pinTarget.src
-			if src == "" {
-				src = paramSource(ParamPinTarget)
-			}
-			m.fail(resolve.WithField(err, src))
+	if out.PinMode == PinOff {
+		return
+	}
+	target, err := pin.ParseTarget(b.pinTarget.str, b.helmKeys)
+	if err != nil {
+		src := b.pinTarget.src
+		if src == "" {
+			src = paramSource(ParamPinTarget)
 		}
-		out.Pins.Target = target
-		if pinBranch.set {
-			if err := pin.CheckBranch(pinBranch.str); err != nil {
-				m.fail(&resolve.InputError{Field: pinBranch.src, Value: pinBranch.str, Accepted: pinBranchAccepted, Err: err})
-			}
-			out.Pins.Branch = pinBranch.str
+		b.fail(resolve.WithField(err, src))
+	}
+	out.Pins.Target = target
+	if b.pinBranch.set {
+		if err := pin.CheckBranch(b.pinBranch.str); err != nil {
+			b.fail(&resolve.InputError{Field: b.pinBranch.src, Value: b.pinBranch.str, Accepted: pinBranchAccepted, Err: err})
 		}
+		out.Pins.Branch = b.pinBranch.str
 	}
-	if len(helmKeySources) > 0 && (out.PinMode == PinOff || !strings.HasPrefix(pinTarget.str, pin.TargetHelmValues+":")) {
-		slices.Sort(helmKeySources)
-		m.failf("parameter %q: names a key of a Helm values file, used only with pin-mode write or use and pin-target helmvalues:<path> (without them, images are rewritten in the rendered manifests whatever the values say)", helmKeySources[0])
-	}
-	if len(m.errs) > 0 {
-		return nil, joinLines(m.errs)
-	}
+}
 
-	// Merge and compile.
-	for _, a := range aliases {
+// checkHelmKeysUsed rejects <alias>.helm.* parameters that nothing would read:
+// they are used only to write pins to a Helm values file.
+func (b *policyBuilder) checkHelmKeysUsed() {
+	if len(b.helmKeySources) == 0 {
+		return
+	}
+	if b.out.PinMode == PinOff || !strings.HasPrefix(b.pinTarget.str, pin.TargetHelmValues+":") {
+		slices.Sort(b.helmKeySources)
+		b.failf("parameter %q: names a key of a Helm values file, used only with pin-mode write or use and pin-target helmvalues:<path> (without them, images are rewritten in the rendered manifests whatever the values say)", b.helmKeySources[0])
+	}
+}
+
+// mergeAndCompile layers each alias's values (application-wide, then the policy
+// file's, then its parameters; image-list gives the image and constraint) and
+// compiles its policy.
+func (b *policyBuilder) mergeAndCompile() {
+	for _, a := range b.aliases {
 		var merged [numFields]value
-		layers := []*[numFields]value{&appWide}
-		if fi := pf.images[a]; fi != nil {
+		layers := []*[numFields]value{&b.appWide}
+		if fi := b.pf.images[a]; fi != nil {
 			layers = append(layers, &fi.vals)
 		}
-		if vals := aliasParams[a]; vals != nil {
+		if vals := b.aliasParams[a]; vals != nil {
 			layers = append(layers, vals)
 		}
 		for _, l := range layers {
@@ -315,22 +232,13 @@ func buildPolicy(pf *policyFile, params Parameters) (*AppPolicy, error) {
 				}
 			}
 		}
-		if e, ok := fromList[a]; ok {
+		if e, ok := b.fromList[a]; ok {
 			merged[fImage], merged[fConstraint] = e.image, e.cons
 		}
-		if ip := m.compile(a, pf.images[a], merged); ip != nil {
-			out.Images = append(out.Images, *ip)
+		if ip := b.compile(a, b.pf.images[a], merged); ip != nil {
+			b.out.Images = append(b.out.Images, *ip)
 		}
 	}
-	if len(m.errs) > 0 {
-		return nil, joinLines(m.errs)
-	}
-	m.checkSameRepository(out.Images)
-	if len(m.errs) > 0 {
-		return nil, joinLines(m.errs)
-	}
-	out.Warnings = m.warnings
-	return out, nil
 }
 
 // lineError keeps a problem on one line, whatever the user's values hold, so that

@@ -31,7 +31,7 @@ const (
 	KeyTagMatch = "tag-match"
 )
 
-// Pin modes (DESIGN.md §8).
+// Pin modes (docs/pins.md, The three modes).
 const (
 	PinOff   = pin.ModeOff
 	PinWrite = pin.ModeWrite

@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/oneline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
@@ -149,12 +150,12 @@ func parsePolicyFile(data []byte) (*policyFile, error) {
 		if errors.Is(err, io.EOF) {
 			return pf, nil
 		}
-		return nil, fmt.Errorf("file %s: %s", PolicyFileName, oneLine(err.Error()))
+		return nil, fmt.Errorf("file %s: %s", PolicyFileName, oneline.Fold(err.Error()))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return nil, fmt.Errorf("file %s: %s", PolicyFileName, oneLine(err.Error()))
+			return nil, fmt.Errorf("file %s: %s", PolicyFileName, oneline.Fold(err.Error()))
 		}
 		return nil, fmt.Errorf("file %s (line %d): more than one YAML document (accepted: one document with key images)", PolicyFileName, extra.Line)
 	}
@@ -354,6 +355,9 @@ func (p fileParser) imageField(fi *fileImage, path, key string, v *yaml.Node) {
 	}
 }
 
+// isNullNode and describeNode are for gopkg.in/yaml.v3 nodes, worded for the
+// policy file ("the scalar \"1\"", "empty"); render and pin read kyaml's nodes, a
+// different type, with internal/yamlnode.
 func isNullNode(n *yaml.Node) bool {
 	return n == nil || n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
 }

@@ -5,7 +5,8 @@ import (
 	"strings"
 )
 
-// suggest returns ` ; did you mean "x"?` for the closest candidate, or "".
+// suggest returns `; did you mean "x"?` for the closest candidate, or "" when none is
+// close enough or the closest is s itself.
 func suggest(s string, candidates []string) string {
 	best, bestD := "", -1
 	for _, c := range candidates {

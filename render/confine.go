@@ -21,7 +21,9 @@ var ErrOutsideRepository = errors.New("outside the repository checkout")
 var ErrNotRegular = errors.New("not a regular file")
 
 // ErrRemote marks a Kustomize reference that would reach the network (a git or
-// HTTP(S) URL): the sidecar never fetches and never runs git.
+// HTTP(S) URL) on a host the operator did not list in kustomizeRemoteHosts. Entries
+// on a listed host are fetched by the render itself (remote_fetch.go), never by
+// Kustomize, and git never runs.
 var ErrRemote = errors.New("remote references are not fetched by the sidecar")
 
 // maxFileSize bounds every file a render reads (as Helm bounds chart files).

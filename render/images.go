@@ -6,6 +6,7 @@ import (
 
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/yamlnode"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -109,13 +110,13 @@ func imageUse(obj *kyaml.RNode, ref ObjectRef, path string, n *kyaml.Node) (Imag
 	if v.Kind != kyaml.ScalarNode || v.ShortTag() != "!!str" {
 		var what, val string
 		switch {
-		case isNull(v):
+		case yamlnode.IsNull(v):
 			what = "null"
 		case v.Kind == kyaml.ScalarNode:
 			val = v.Value
-			what = fmt.Sprintf("a %s (%s)", nodeKindName(v), val)
+			what = fmt.Sprintf("a %s (%s)", yamlnode.Noun(v), val)
 		default:
-			what = "a " + nodeKindName(v)
+			what = "a " + yamlnode.Noun(v)
 		}
 		return ImageUse{}, &ImageFieldError{Object: ref, Path: path, Value: val,
 			Err: fmt.Errorf("the image is %s, not a string", what)}

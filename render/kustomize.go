@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/yamlnode"
 )
 
 // renderKustomize runs `kustomize build dir` in-process: load restrictor root-only,
@@ -282,7 +284,7 @@ func (f *guardedFS) ReadFile(path string) ([]byte, error) {
 	}
 	if rn, perr := kyaml.Parse(string(data)); perr == nil && rn.YNode().Kind == kyaml.MappingNode {
 		for _, field := range []string{"helmCharts", "helmChartInflationGenerator"} {
-			if v := rn.Field(field); v != nil && !isNull(v.Value.YNode()) {
+			if v := rn.Field(field); v != nil && !yamlnode.IsNull(v.Value.YNode()) {
 				name := f.name(path)
 				if _, _, virtual := f.virtual(path); !virtual {
 					if rel, err := filepath.Rel(f.root, path); err == nil {

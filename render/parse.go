@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/yamlnode"
 )
 
 // parseYAML splits a multi-document YAML stream into objects. source names the file
@@ -65,7 +67,7 @@ func documentObjects(n *kyaml.Node) ([]*kyaml.RNode, error) {
 		}
 		n = n.Content[0]
 	}
-	if isNull(n) {
+	if yamlnode.IsNull(n) {
 		return nil, nil
 	}
 	obj, err := object(n)
@@ -81,7 +83,7 @@ func documentObjects(n *kyaml.Node) ([]*kyaml.RNode, error) {
 	}
 	var out []*kyaml.RNode
 	for i, it := range items {
-		if isNull(it) {
+		if yamlnode.IsNull(it) {
 			continue
 		}
 		o, err := object(it)
@@ -93,14 +95,10 @@ func documentObjects(n *kyaml.Node) ([]*kyaml.RNode, error) {
 	return out, nil
 }
 
-func isNull(n *kyaml.Node) bool {
-	return n == nil || n.Kind == 0 || (n.Kind == kyaml.ScalarNode && n.ShortTag() == "!!null")
-}
-
 // object checks that n is a Kubernetes object: a mapping with a string kind.
 func object(n *kyaml.Node) (*kyaml.RNode, error) {
 	if n.Kind != kyaml.MappingNode {
-		return nil, fmt.Errorf("not a Kubernetes object: a %s, not a mapping", nodeKindName(n))
+		return nil, fmt.Errorf("not a Kubernetes object: a %s, not a mapping", yamlnode.Noun(n))
 	}
 	rn := kyaml.NewRNode(n)
 	k := rn.Field("kind")
@@ -122,38 +120,12 @@ func listItems(obj *kyaml.RNode) ([]*kyaml.Node, bool, error) {
 	}
 	v := f.Value.YNode()
 	switch {
-	case isNull(v):
+	case yamlnode.IsNull(v):
 		return nil, true, nil
 	case v.Kind == kyaml.SequenceNode:
 		return v.Content, true, nil
 	}
-	return nil, false, fmt.Errorf("%s: items is a %s, not a list", obj.GetKind(), nodeKindName(v))
-}
-
-func nodeKindName(n *kyaml.Node) string {
-	switch n.Kind {
-	case kyaml.DocumentNode:
-		return "document"
-	case kyaml.SequenceNode:
-		return "list"
-	case kyaml.MappingNode:
-		return "mapping"
-	case kyaml.ScalarNode:
-		switch n.ShortTag() {
-		case "!!str":
-			return "string"
-		case "!!int", "!!float":
-			return "number"
-		case "!!bool":
-			return "boolean"
-		case "!!null":
-			return "null"
-		}
-		return "scalar"
-	case kyaml.AliasNode:
-		return "alias"
-	}
-	return "empty node"
+	return nil, false, fmt.Errorf("%s: items is a %s, not a list", obj.GetKind(), yamlnode.Noun(v))
 }
 
 // jsonNode reads the next JSON value from dec as a YAML node.

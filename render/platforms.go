@@ -6,6 +6,7 @@ import (
 
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/yamlnode"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -48,9 +49,9 @@ func (s valueSet) intersect(o valueSet) valueSet {
 func podPlatforms(spec *kyaml.Node, ref ObjectRef, prefix string) ([]resolve.Platform, error) {
 	nsOS, nsArch := anyValue, anyValue
 	sel := field(spec, "nodeSelector")
-	if !isNull(sel) {
+	if !yamlnode.IsNull(sel) {
 		if sel.Kind != kyaml.MappingNode {
-			return nil, &ImageFieldError{Object: ref, Path: prefix + ".nodeSelector", Err: fmt.Errorf("is a %s, not a mapping", nodeKindName(sel))}
+			return nil, &ImageFieldError{Object: ref, Path: prefix + ".nodeSelector", Err: fmt.Errorf("is a %s, not a mapping", yamlnode.Noun(sel))}
 		}
 		for _, l := range archLabels {
 			if v := field(sel, l); v != nil && v.Kind == kyaml.ScalarNode {
@@ -68,18 +69,18 @@ func podPlatforms(spec *kyaml.Node, ref ObjectRef, prefix string) ([]resolve.Pla
 	terms := []term{{anyValue, anyValue}}
 	tp := prefix + ".affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
 	req := field(field(field(spec, "affinity"), "nodeAffinity"), "requiredDuringSchedulingIgnoredDuringExecution")
-	if list := field(req, "nodeSelectorTerms"); !isNull(list) {
+	if list := field(req, "nodeSelectorTerms"); !yamlnode.IsNull(list) {
 		if list.Kind != kyaml.SequenceNode {
-			return nil, &ImageFieldError{Object: ref, Path: tp, Err: fmt.Errorf("is a %s, not a list", nodeKindName(list))}
+			return nil, &ImageFieldError{Object: ref, Path: tp, Err: fmt.Errorf("is a %s, not a list", yamlnode.Noun(list))}
 		}
 		terms = nil
 		for i, t := range list.Content {
 			t = deref(t)
-			if isNull(t) {
+			if yamlnode.IsNull(t) {
 				continue // an empty term matches no node
 			}
 			if t.Kind != kyaml.MappingNode {
-				return nil, &ImageFieldError{Object: ref, Path: fmt.Sprintf("%s[%d]", tp, i), Err: fmt.Errorf("is a %s, not a mapping", nodeKindName(t))}
+				return nil, &ImageFieldError{Object: ref, Path: fmt.Sprintf("%s[%d]", tp, i), Err: fmt.Errorf("is a %s, not a mapping", yamlnode.Noun(t))}
 			}
 			exprs := field(t, "matchExpressions")
 			fields := field(t, "matchFields")
@@ -87,9 +88,9 @@ func podPlatforms(spec *kyaml.Node, ref ObjectRef, prefix string) ([]resolve.Pla
 				continue // an empty term matches no node
 			}
 			cur := term{anyValue, anyValue}
-			if !isNull(exprs) {
+			if !yamlnode.IsNull(exprs) {
 				if exprs.Kind != kyaml.SequenceNode {
-					return nil, &ImageFieldError{Object: ref, Path: fmt.Sprintf("%s[%d].matchExpressions", tp, i), Err: fmt.Errorf("is a %s, not a list", nodeKindName(exprs))}
+					return nil, &ImageFieldError{Object: ref, Path: fmt.Sprintf("%s[%d].matchExpressions", tp, i), Err: fmt.Errorf("is a %s, not a list", yamlnode.Noun(exprs))}
 				}
 				for _, e := range exprs.Content {
 					e = deref(e)
@@ -143,5 +144,5 @@ func podPlatforms(spec *kyaml.Node, ref ObjectRef, prefix string) ([]resolve.Pla
 }
 
 func isEmptyList(n *kyaml.Node) bool {
-	return isNull(n) || (n.Kind == kyaml.SequenceNode && len(n.Content) == 0)
+	return yamlnode.IsNull(n) || (n.Kind == kyaml.SequenceNode && len(n.Content) == 0)
 }

@@ -5,6 +5,15 @@
 //
 // Objects are kyaml nodes (sigs.k8s.io/kustomize/kyaml/yaml), so a rewrite changes one
 // scalar and leaves every other field, comment and key order as rendered.
+//
+// Every read stays inside the repository checkout (confine.go: a guarded file
+// system under Helm's and Kustomize's own loaders, bounded in size, never a named
+// pipe or device). Kustomize remote resources and bases are refused unless the
+// operator lists their host (kustomizeRemoteHosts); then the render fetches them
+// itself, over HTTP(S) or git's smart-HTTP protocol, bounded in entries, bytes and
+// time, and serves them to Kustomize from memory (remote*.go, kustomize_remote.go).
+// A render can run in a worker process (Workers, ServeWorker) so that one past its
+// deadline or memory bound, or whose caller left, is stopped for real.
 package render
 
 import (

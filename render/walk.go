@@ -6,6 +6,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/yamlnode"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -80,7 +81,7 @@ type objectWalk struct {
 // the platforms of the pod spec passed on the way, if any.
 func (w *objectWalk) walk(s fieldSpec, n *kyaml.Node, i int, path string, plats []resolve.Platform) error {
 	if n.Kind != kyaml.MappingNode {
-		return &ImageFieldError{Object: w.ref, Path: path, Err: fmt.Errorf("is a %s, not a mapping", nodeKindName(n))}
+		return &ImageFieldError{Object: w.ref, Path: path, Err: fmt.Errorf("is a %s, not a mapping", yamlnode.Noun(n))}
 	}
 	if s.podSpec > 0 && i == s.podSpec {
 		p, ok := w.platforms[n]
@@ -115,26 +116,26 @@ func (w *objectWalk) walk(s fieldSpec, n *kyaml.Node, i int, path string, plats 
 		return nil
 	}
 	next := field(n, seg.field)
-	if isNull(next) {
+	if yamlnode.IsNull(next) {
 		return nil // nothing there, e.g. a Rollout with a workloadRef instead of a template
 	}
 	if !seg.each {
 		return w.walk(s, next, i+1, p, plats)
 	}
 	if next.Kind != kyaml.SequenceNode {
-		return &ImageFieldError{Object: w.ref, Path: p, Err: fmt.Errorf("is a %s, not a list", nodeKindName(next))}
+		return &ImageFieldError{Object: w.ref, Path: p, Err: fmt.Errorf("is a %s, not a list", yamlnode.Noun(next))}
 	}
 	for j, it := range next.Content {
 		it = deref(it)
 		if it.Kind != kyaml.MappingNode {
-			if s.podSpec == 0 && isNull(it) {
+			if s.podSpec == 0 && yamlnode.IsNull(it) {
 				continue // operators' lists may be sparse
 			}
 			noun := "mapping"
 			if s.podSpec > 0 {
 				noun = "container"
 			}
-			return &ImageFieldError{Object: w.ref, Path: fmt.Sprintf("%s[%d]", p, j), Err: fmt.Errorf("is a %s, not a %s", nodeKindName(it), noun)}
+			return &ImageFieldError{Object: w.ref, Path: fmt.Sprintf("%s[%d]", p, j), Err: fmt.Errorf("is a %s, not a %s", yamlnode.Noun(it), noun)}
 		}
 		if err := w.walk(s, it, i+1, p+"["+itemKey(it, j)+"]", plats); err != nil {
 			return err

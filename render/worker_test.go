@@ -34,21 +34,50 @@ type testWorkers struct {
 	*Workers
 	mu    sync.Mutex
 	procs []*exec.Cmd
+	// starting is told each time a worker is started (a render holds a slot).
+	starting chan struct{}
 }
 
 func newTestWorkers(t testing.TB, size int, opts ...WorkerOption) *testWorkers {
 	t.Helper()
-	tw := &testWorkers{}
+	tw := &testWorkers{starting: make(chan struct{}, 1)}
 	tw.Workers = NewWorkers(func() *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), workerEnv+"=1")
 		tw.mu.Lock()
 		tw.procs = append(tw.procs, cmd)
 		tw.mu.Unlock()
+		select {
+		case tw.starting <- struct{}{}:
+		default:
+		}
 		return cmd
 	}, size, opts...)
 	t.Cleanup(tw.Close)
 	return tw
+}
+
+// idleExited returns the channel closed once the idle worker running cmd has
+// exited and been reaped (nil: no such idle worker).
+func (tw *testWorkers) idleExited(cmd *exec.Cmd) <-chan struct{} {
+	tw.Workers.mu.Lock()
+	defer tw.Workers.mu.Unlock()
+	for _, w := range tw.Workers.idle {
+		if w.cmd == cmd {
+			return w.exited
+		}
+	}
+	return nil
+}
+
+// awaitSignal waits for a value on ch or its close, with a hang guard of a minute.
+func awaitSignal(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: not within a minute", what)
+	}
 }
 
 func (tw *testWorkers) started() []*exec.Cmd {
@@ -193,12 +222,10 @@ func TestWorkersStopMemoryHog(t *testing.T) {
 // the bound.
 func TestWorkersBound(t *testing.T) {
 	tw := newTestWorkers(t, 1)
-	busy, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	busy, cancel := context.WithTimeout(context.Background(), time.Minute) // busy until the test ends
 	defer cancel()
 	go tw.Render(busy, "../testdata/hostile/helm-loop", Options{RepoRoot: moduleRoot}) //nolint:errcheck
-	for len(tw.started()) == 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitSignal(t, tw.starting, "the busy render's worker started")
 	ctx, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel2()
 	_, err := tw.Render(ctx, "../testdata/apps/plain-cron", Options{RepoRoot: moduleRoot})
@@ -218,6 +245,7 @@ func TestWorkersIdleAndDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := tw.started()[0]
+	// polling a process's end: the worker is a process of its own
 	for deadline := time.Now().Add(10 * time.Second); !gone(first); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("an idle worker did not exit")
@@ -227,11 +255,12 @@ func TestWorkersIdleAndDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := tw.started()[1]
+	// nil when its idle time ran out already: then it is no longer kept to be reused
+	exited := tw.idleExited(second)
 	syscall.Kill(second.Process.Pid, syscall.SIGKILL) //nolint:errcheck
-	for !gone(second) {
-		time.Sleep(10 * time.Millisecond)
+	if exited != nil {
+		awaitSignal(t, exited, "the killed worker reaped") // the reaping goroutine has marked it exited
 	}
-	time.Sleep(50 * time.Millisecond) // the reaping goroutine marks it exited
 	if _, err := tw.Render(context.Background(), app, Options{RepoRoot: moduleRoot}); err != nil {
 		t.Fatalf("render after a worker died: %v", err)
 	}
@@ -240,8 +269,8 @@ func TestWorkersIdleAndDead(t *testing.T) {
 	}
 }
 
-// BenchmarkRenderInWorker is the cost of rendering in a worker process (issue 12's
-// bound on hostile charts) against rendering in the daemon's own process, for
+// BenchmarkRenderInWorker is the cost of rendering in a worker process (the bound on
+// hostile charts: a render past its deadline or memory is stopped for real) against rendering in the daemon's own process, for
 // each sample source, with the worker warm: the request and the objects cross a
 // pipe as JSON and YAML. It reports both times per render and the ratio.
 func BenchmarkRenderInWorker(b *testing.B) {

@@ -488,3 +488,50 @@ func TestInspectionBoundSharedAcrossResolutions(t *testing.T) {
 		t.Errorf("%d manifests read at once by 4 resolutions with a bound of 3; want at most 3", peak.peak)
 	}
 }
+
+// Identical requests in a batch (two fields of one image, as a render sends them)
+// are resolved once and answered alike, in order: the resolver is the one place
+// requests are deduplicated. Without the Remote's own memo, a second resolution
+// would read the tag list again.
+func TestResolveBatchResolvesIdenticalRequestsOnce(t *testing.T) {
+	s := rt.New(t)
+	pushTags(t, s, "web", "1.0.0", "1.1.0")
+	pushTags(t, s, "api", "2.0.0")
+	resolutions := 0
+	var mu sync.Mutex
+	reg, err := resolve.NewRemote(resolve.WithRetry(fastRetry), resolve.WithKeychain(authn.NewMultiKeychain()), resolve.WithoutMemo())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := resolve.NewResolver(reg, resolve.WithObserver(func(resolve.Request, resolve.Answer, time.Duration) {
+		mu.Lock()
+		resolutions++
+		mu.Unlock()
+	}))
+	web := resolve.Request{Image: s.Ref("web"), Policy: resolve.PolicySpec{Constraint: "~1"}}
+	arm := resolve.Request{Image: s.Ref("web"), Policy: resolve.PolicySpec{Constraint: "~1", Platforms: []string{"linux/arm64"}}}
+	api := resolve.Request{Image: s.Ref("api")}
+	answers, err := r.ResolveBatch(context.Background(), "app", []resolve.Request{web, api, web, arm, web})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range answers {
+		if a.Error != "" {
+			got = append(got, "error")
+		} else {
+			got = append(got, a.Result.Tag)
+		}
+	}
+	if want := []string{"1.1.0", "2.0.0", "1.1.0", "error", "1.1.0"}; !slices.Equal(got, want) {
+		t.Errorf("answers %v, want %v (arm64: no such platform)", got, want)
+	}
+	if resolutions != 3 {
+		t.Errorf("%d resolutions for 3 distinct requests of 5", resolutions)
+	}
+	// web and arm are distinct requests of one repository: one tag list each, as
+	// the Remote holds no memo; api one.
+	if n := s.Count(rt.Tags); n != 3 {
+		t.Errorf("%d tag list requests, want 3 (%v)", n, s.Counts())
+	}
+}

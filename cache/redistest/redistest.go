@@ -5,15 +5,9 @@ package redistest
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -23,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/testtls"
 )
 
 // RequireEnv, set to 1, makes a missing redis-server fail the tests that need it.
@@ -31,8 +27,9 @@ const RequireEnv = "IMAGE_RESOLVER_REQUIRE_REDIS"
 // Server is a redis-server process on 127.0.0.1.
 type Server struct {
 	Addr string // 127.0.0.1:PORT, the same across Stop and Start
-	// CAFile is, for a server started by StartTLS, the PEM certificate it
-	// serves (self-signed for 127.0.0.1 and localhost), to trust as a CA.
+	// CAFile is, for a server started by StartTLS, the PEM certificate of the
+	// test CA that signed the one it serves (for 127.0.0.1, ::1 and localhost),
+	// to trust.
 	CAFile string
 
 	t    testing.TB
@@ -51,8 +48,8 @@ func Start(t testing.TB, extra ...string) *Server {
 	return start(t, false, extra)
 }
 
-// StartTLS runs redis-server speaking only TLS, with a self-signed certificate
-// for 127.0.0.1 and localhost (CAFile).
+// StartTLS runs redis-server speaking only TLS, with a certificate for
+// 127.0.0.1, ::1 and localhost signed by a test CA (CAFile).
 func StartTLS(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	return start(t, true, extra)
@@ -102,7 +99,7 @@ func (s *Server) start() error {
 	_, port, _ := net.SplitHostPort(s.Addr)
 	args := []string{"--port", port}
 	if s.CAFile != "" {
-		args = []string{"--port", "0", "--tls-port", port, "--tls-cert-file", s.CAFile,
+		args = []string{"--port", "0", "--tls-port", port, "--tls-cert-file", filepath.Join(s.dir, "cert.pem"),
 			"--tls-key-file", filepath.Join(s.dir, "key.pem"), "--tls-auth-clients", "no"}
 	}
 	args = append(append(args, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
@@ -175,6 +172,65 @@ func (s *Server) Flush(t testing.TB) {
 	}
 }
 
+// advanceScript shortens every key's remaining TTL by ARGV[1] ms, deleting the
+// keys whose TTL ends within it; keys without a TTL are left. It returns how many
+// keys it deleted.
+const advanceScript = `local d = tonumber(ARGV[1])
+local gone = 0
+for _, k in ipairs(redis.call("KEYS", "*")) do
+  local p = redis.call("PTTL", k)
+  if p > 0 then
+    if p <= d then
+      redis.call("DEL", k)
+      gone = gone + 1
+    else
+      redis.call("PEXPIRE", k, p - d)
+    end
+  end
+end
+return gone`
+
+// Advance makes d pass for the server's keys, as far as a client can tell:
+// every key's remaining TTL is d shorter, and a key whose TTL ends within d is
+// gone, as if it had expired. A test that moves a cache's injected clock on by d
+// moves the shared tier's with it, rather than sleeping through a real TTL. It
+// returns how many keys expired.
+func (s *Server) Advance(t testing.TB, d time.Duration) int {
+	t.Helper()
+	reply := s.command(t, "EVAL", advanceScript, "0", strconv.FormatInt(d.Milliseconds(), 10))
+	n, err := strconv.Atoi(strings.TrimPrefix(reply, ":"))
+	if err != nil {
+		t.Fatalf("redis advance: reply %q", reply)
+	}
+	return n
+}
+
+// command sends one command and returns its one-line reply (a status, an integer
+// or a bulk string's length line); an error reply fails the test.
+func (s *Server) command(t testing.TB, args ...string) string {
+	t.Helper()
+	c, err := s.dial(time.Second)
+	if err != nil {
+		t.Fatalf("redis %s: %v", args[0], err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		t.Fatalf("redis %s: %v", args[0], err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	line = strings.TrimRight(line, "\r\n")
+	if err != nil || strings.HasPrefix(line, "-") {
+		t.Fatalf("redis %s: %q %v", args[0], line, err)
+	}
+	return line
+}
+
 // Stop kills the server (SIGKILL: as if its pod died) and waits until its port
 // refuses connections. Safe to call when stopped.
 func (s *Server) Stop() {
@@ -225,36 +281,23 @@ func (s *Server) dial(timeout time.Duration) (net.Conn, error) {
 	return tls.DialWithDialer(d, "tcp", s.Addr, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 }
 
-// writeCert writes a self-signed certificate and its key for 127.0.0.1 and
-// localhost.
+// writeCert writes a test CA (CAFile), and a certificate it signed for
+// 127.0.0.1, ::1 and localhost with its key, for redis-server.
 func (s *Server) writeCert() error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certs, err := testtls.New("redistest")
 	if err != nil {
 		return err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "redistest"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:              []string{"localhost"},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	chain, key, err := certs.ServerPEM()
 	if err != nil {
 		return err
 	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
+	s.CAFile = filepath.Join(s.dir, "ca.pem")
+	if err := os.WriteFile(s.CAFile, certs.CAPEM(), 0o600); err != nil {
 		return err
 	}
-	s.CAFile = filepath.Join(s.dir, "cert.pem")
-	if err := os.WriteFile(s.CAFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(s.dir, "cert.pem"), chain, 0o600); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(s.dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+	return os.WriteFile(filepath.Join(s.dir, "key.pem"), key, 0o600)
 }

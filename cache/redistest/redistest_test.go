@@ -3,8 +3,10 @@ package redistest
 import (
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // recorder is a testing.TB that records Fatalf and Skipf instead of ending the
@@ -60,4 +62,26 @@ func TestStopAndRestart(t *testing.T) {
 		t.Fatal("not answering after Restart")
 	}
 	s.Flush(t)
+}
+
+// Advance shortens every TTL by the time given and expires the keys whose TTL
+// ends within it; keys without a TTL stay.
+func TestAdvance(t *testing.T) {
+	s := Start(t)
+	s.command(t, "SET", "short", "v", "PX", "60000")
+	s.command(t, "SET", "long", "v", "PX", "3600000")
+	s.command(t, "SET", "forever", "v")
+	if n := s.Advance(t, 2*time.Minute); n != 1 {
+		t.Errorf("%d keys expired, want 1", n)
+	}
+	if got := s.command(t, "EXISTS", "short"); got != ":0" {
+		t.Errorf("EXISTS short: %s, want it expired", got)
+	}
+	ttl, err := strconv.Atoi(strings.TrimPrefix(s.command(t, "PTTL", "long"), ":"))
+	if err != nil || ttl > 3600000-120000 || ttl < 3600000-120000-60000 {
+		t.Errorf("PTTL long: %d %v, want about 58 minutes", ttl, err)
+	}
+	if got := s.command(t, "PTTL", "forever"); got != ":-1" {
+		t.Errorf("PTTL forever: %s, want no TTL", got)
+	}
 }

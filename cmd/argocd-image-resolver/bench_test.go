@@ -130,7 +130,7 @@ func BenchmarkGenerateDaemon(b *testing.B) {
 	}
 }
 
-// buildsRegistry is issue 13's case: a repository of 1,000 build-N tags, each an
+// buildsRegistry is the cold newest-build case of a large CI registry: a repository of 1,000 build-N tags, each an
 // index of linux/amd64 and linux/arm64 images created an hour apart, listed 100 tags a
 // page, every request 20 ms late. newest-build for linux/amd64 reads it with 3,011
 // requests at the least: 10 list pages, 1,000 indexes, 1,000 amd64 manifests and
@@ -175,7 +175,7 @@ spec:
 	return s, cfg, app
 }
 
-// BenchmarkCold1000Builds is issue 13's measurement: newest-build for linux/amd64
+// BenchmarkCold1000Builds measures the cold newest-build case: newest-build for linux/amd64
 // over buildsRegistry, cold, by `resolve` (a process of its own) and by a render
 // through a daemon that has just started (argocd-image-resolver-generate asking a
 // fresh `serve`; the daemon's start is not timed), with no faults and with 2% of

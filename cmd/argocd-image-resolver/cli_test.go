@@ -51,7 +51,7 @@ func TestHelp(t *testing.T) {
 	}{
 		{[]string{"resolve"}, []string{"Exit status", "IMAGE_RESOLVER_CONFIG", "IMAGE_RESOLVER_REGISTRIES_CONFIG", "--strategy", "-o, --output"},
 			[]string{"--update-strategy", "--semver-constraint"}},
-		{[]string{"generate"}, []string{"Exit status", "IMAGE_RESOLVER_CONFIG", "IMAGE_RESOLVER_SOCKET", "ARGOCD_APP_"}, nil},
+		{[]string{"generate"}, []string{"Exit status", "IMAGE_RESOLVER_CONFIG", "ARGOCD_APP_", "argocd-image-resolver-generate"}, nil},
 		{[]string{"preview"}, []string{"Exit status", "IMAGE_RESOLVER_CONFIG", "IMAGE_RESOLVER_SOCKET", "-o, --output", "json (the table's data)"}, nil},
 		{[]string{"parameters"}, []string{"Exit status"}, nil},
 		{[]string{"serve"}, []string{"Exit status", "IMAGE_RESOLVER_TAG_TTL", "--tag-ttl duration", "--manifest-cache-size bytes",

@@ -14,6 +14,7 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/compose"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
@@ -56,11 +57,11 @@ Exit status: 0 rendered, 1 not rendered (the reason on stderr, on one line).`,
 			if err != nil {
 				return oneLine(err)
 			}
-			direct, err := cfg.NewDirectResolver(nil)
+			direct, err := compose.NewDirectResolver(cfg, nil)
 			if err != nil {
 				return oneLine(err)
 			}
-			out, report, err := pipeline.New(direct, cfg.PipelineSettings()).Render(cmd.Context(), ".", env)
+			out, report, err := pipeline.New(direct, compose.PipelineSettings(cfg)).Render(cmd.Context(), ".", env)
 			report.WriteNotes(cmd.ErrOrStderr())
 			if err != nil {
 				return oneLine(err)
@@ -74,7 +75,7 @@ Exit status: 0 rendered, 1 not rendered (the reason on stderr, on one line).`,
 // directBatch builds, when first needed, the resolver of a render without the
 // daemon: the same registries, credentials, trust, limits and app scoping.
 func directBatch(cfg config.Config) func() (resolve.Batch, error) {
-	return func() (resolve.Batch, error) { return cfg.NewDirectResolver(nil) }
+	return func() (resolve.Batch, error) { return compose.NewDirectResolver(cfg, nil) }
 }
 
 // oneLine joins a multi-error into one line, as Argo CD shows it in the app's
@@ -165,10 +166,10 @@ Environment:
 			}
 			if socket != "" {
 				batch = daemon.NewFallback(daemon.NewClient(socket), directBatch(cfg), cmd.ErrOrStderr())
-			} else if batch, err = cfg.NewDirectResolver(nil); err != nil {
+			} else if batch, err = compose.NewDirectResolver(cfg, nil); err != nil {
 				return err
 			}
-			out, report, err := pipeline.New(batch, cfg.PipelineSettings()).Render(cmd.Context(), dir, env)
+			out, report, err := pipeline.New(batch, compose.PipelineSettings(cfg)).Render(cmd.Context(), dir, env)
 			report.WriteNotes(cmd.ErrOrStderr())
 			if err != nil {
 				return err

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/compose"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -70,7 +71,7 @@ Environment:
 			if insecure {
 				remoteOpts = append(remoteOpts, resolve.WithInsecure(true))
 			}
-			resolver, err := cfg.NewDirectResolver(nil, remoteOpts...)
+			resolver, err := compose.NewDirectResolver(cfg, nil, remoteOpts...)
 			if err != nil {
 				return err
 			}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/testio"
 )
 
 // alive reports whether pid is a process that has not died: a killed child
@@ -35,7 +37,7 @@ func TestSidecarProcessKilledTakesTheChild(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	cmd := exec.Command(binary, "sidecar", "--socket", cfg.Socket, "--metrics-addr", "127.0.0.1:0", "--",
 		"sh", "-c", `echo $$ > "$0.tmp" && mv "$0.tmp" "$0" && exec sleep 600`, pidFile)
-	out := &syncBuffer{}
+	out := &testio.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	// A surviving child keeps the output pipe open: Wait must not wait for it.
 	cmd.WaitDelay = time.Second

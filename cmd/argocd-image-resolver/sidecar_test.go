@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,25 +15,8 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/testio"
 )
-
-// syncBuffer is a bytes.Buffer safe for a child's output copier and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -69,10 +50,10 @@ type sidecarRun struct {
 
 // startSidecar runs runSidecar in the background; the child's output and the
 // sidecar's logs go to the returned buffer.
-func startSidecar(t *testing.T, cfg config.Config, argv ...string) (chan<- os.Signal, *syncBuffer, <-chan sidecarRun) {
+func startSidecar(t *testing.T, cfg config.Config, argv ...string) (chan<- os.Signal, *testio.SyncBuffer, <-chan sidecarRun) {
 	t.Helper()
 	sigs := make(chan os.Signal, 4)
-	out := &syncBuffer{}
+	out := &testio.SyncBuffer{}
 	done := make(chan sidecarRun, 1)
 	go func() {
 		code, err := runSidecar(context.Background(), cfg, slog.New(slog.NewTextHandler(out, nil)), argv, sigs, out, out)
@@ -220,7 +201,7 @@ func TestSidecarProcess(t *testing.T) {
 	registered(t, "sidecar")
 	cfg := sidecarConfig(t)
 	cmd := exec.Command(binary, "sidecar", "--socket", cfg.Socket, "--metrics-addr", "127.0.0.1:0", "--", "sh", "-c", trapScript)
-	out := &syncBuffer{}
+	out := &testio.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -250,7 +231,7 @@ func TestServeProcess(t *testing.T) {
 	cfg := sidecarConfig(t)
 	cmd := exec.Command(binary, "serve", "--metrics-addr", "127.0.0.1:0", "--log-format", "json")
 	cmd.Env = append(os.Environ(), api.SocketEnv+"="+cfg.Socket)
-	out := &syncBuffer{}
+	out := &testio.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

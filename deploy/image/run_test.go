@@ -16,11 +16,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/testio"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -41,24 +41,6 @@ type cmpReport struct {
 	GenerateStderr string
 	GenerateExit   int
 	Error          string
-}
-
-// lockedBuffer collects a process's output for the test to read while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestImageRunsAsArgoCDUser unpacks the image, as docker load and a container runtime
@@ -208,7 +190,7 @@ func TestImageRunsAsArgoCDUser(t *testing.T) {
 			"IMAGE_RESOLVER_METRICS_ADDR="+metrics,
 			"CMPSERVER_APP_DIR=/tmp/app",
 			"CMPSERVER_PARAMETERS="+params)
-		var out lockedBuffer
+		var out testio.SyncBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

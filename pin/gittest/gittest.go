@@ -31,6 +31,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/testio"
 )
 
 // Fixed identities and dates of the commits the helpers make, so that Init's
@@ -78,7 +80,7 @@ type Server struct {
 	gitExec    string
 	backend    *cgi.Handler
 	srv        *httptest.Server
-	stderr     lockedBuffer // git http-backend's standard error
+	stderr     testio.SyncBuffer // git http-backend's standard error
 
 	mu            sync.Mutex
 	requests      []Request
@@ -138,23 +140,6 @@ func New(t testing.TB, opts ...Option) *Server {
 // "error: cannot lock ref 'refs/heads/main': is at X but expected Y" for a push
 // based on a stale tip). It is logged when the test fails.
 func (s *Server) Stderr() string { return s.stderr.String() }
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // Close shuts the server down. It is safe to call more than once.
 func (s *Server) Close() {

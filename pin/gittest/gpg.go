@@ -54,6 +54,22 @@ func NewOpenPGPKey(t testing.TB, comment, passphrase string) OpenPGPKey {
 	return k
 }
 
+// AssertNoKeyMaterial fails the test when err holds a line of the armored keys
+// or the passphrase.
+func (k OpenPGPKey) AssertNoKeyMaterial(t testing.TB, err error) {
+	t.Helper()
+	for _, a := range []string{k.Public, k.Private, k.Locked} {
+		for _, l := range strings.Split(a, "\n") {
+			if l = strings.TrimSpace(l); len(l) > 8 && !strings.HasPrefix(l, "-----") && strings.Contains(err.Error(), l) {
+				t.Errorf("error %q holds key material %q", err, l)
+			}
+		}
+	}
+	if strings.Contains(err.Error(), k.Passphrase) {
+		t.Errorf("error %q holds the passphrase", err)
+	}
+}
+
 // VerifyCommitSignature runs git verify-commit on commit in the repository at
 // dir, with publicKey the only key of a fresh GNUPGHOME, and fails the test
 // unless gpg reports a good signature. Without gpg (Debian package gnupg) it

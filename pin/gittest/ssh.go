@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/testio"
 )
 
 // SSHD is the OpenSSH server NewSSH runs (Debian package openssh-server).
@@ -49,7 +51,7 @@ type SSH struct {
 	log    string // one line per command run: "<service> <path>"
 	cmd    *exec.Cmd
 	exited chan error
-	out    lockedBuffer // sshd's log (-e)
+	out    testio.SyncBuffer // sshd's log (-e)
 	once   sync.Once
 }
 
@@ -157,6 +159,23 @@ func (x *SSH) OtherHostKey(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return publicKeyOnly(string(b))
+}
+
+// KeyMaterial returns the lines of a private key file that carry the key, for
+// a test to check that none of them is in a message.
+func KeyMaterial(t testing.TB, file string) []string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l != "" && !strings.HasPrefix(l, "-----") {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // serveScript is the authorized key's forced command: it runs git-upload-pack

@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/testio"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
@@ -28,24 +29,6 @@ import (
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 var fastRetry = resolve.RetryPolicy{Attempts: 2, Backoff: 10 * time.Millisecond, MaxWait: time.Second}
-
-// syncBuffer is a log sink shared by goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // clock is a settable clock.
 type clock struct {
@@ -82,7 +65,7 @@ type env struct {
 	remote *resolve.Remote
 	kc     *Keychain
 	cfgs   []resolve.RegistryConfig
-	logs   *syncBuffer
+	logs   *testio.SyncBuffer
 }
 
 // newEnv parses registries YAML and builds a Remote with a Keychain over it.
@@ -92,7 +75,7 @@ func newEnv(t *testing.T, yaml string, opts ...Option) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testio.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	kc, err := New(cfgs, append([]Option{WithLogger(log), WithFallback(authn.NewMultiKeychain())}, opts...)...)
 	if err != nil {

@@ -150,6 +150,7 @@ type Server struct {
 	requests []*Request
 	tokens   map[string]time.Time
 	closing  chan struct{} // closed by Close: releases hanging handlers
+	onReq    func(r Request, total int)
 }
 
 // New starts a Server that is closed when the test ends.
@@ -248,6 +249,18 @@ func (s *Server) Requests() []Request {
 		out[i] = *r
 	}
 	return out
+}
+
+// OnRequest sets f to be called for every request that comes in, in its handler,
+// once it is counted and before anything else (latency, faults, the answer), with
+// a copy of its log entry and the Total so far; nil removes it. A request is not
+// answered before f returns, so a test acts at a chosen point of a run (e.g.
+// stops a dependency at the 20th request, or holds a tag list until the others
+// wait for it) rather than polling the counters. f may be called concurrently.
+func (s *Server) OnRequest(f func(r Request, total int)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onReq = f
 }
 
 // ResetCounts clears the counters and the request log.
@@ -360,7 +373,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.counts[kind]++
 	s.total++
 	s.requests = append(s.requests, rec)
+	onReq, entry, total := s.onReq, *rec, s.total
 	s.mu.Unlock()
+	if onReq != nil {
+		onReq(entry, total)
+	}
 	sw := &statusWriter{ResponseWriter: w, s: s, rec: rec}
 
 	if d := time.Duration(s.latency.Load()); d > 0 {

@@ -507,6 +507,24 @@ func TestContent(t *testing.T) {
 	}
 }
 
+// getWithin GETs url with a deadline: the error, nil when answered.
+func getWithin(url string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	return err
+}
+
+// The latency delays every answer, and SetLatency changes it from the next
+// request on. A delay is shown by a lower bound (a request can be slower than its
+// latency on a loaded machine, never faster) and by a deadline it makes a request
+// miss; no latency by a request answered within a deadline that an hour's
+// latency, set just before, could not have been.
 func TestLatency(t *testing.T) {
 	s := registrytest.New(t, registrytest.WithLatency(80*time.Millisecond))
 	start := time.Now()
@@ -514,11 +532,57 @@ func TestLatency(t *testing.T) {
 	if d := time.Since(start); d < 80*time.Millisecond {
 		t.Fatalf("latency %v", d)
 	}
+	s.SetLatency(time.Hour)
+	if err := getWithin(s.URL+"/v2/", 100*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("with an hour's latency: %v, want the client's deadline", err)
+	}
 	s.SetLatency(0)
-	start = time.Now()
+	if err := getWithin(s.URL+"/v2/", 30*time.Second); err != nil {
+		t.Fatalf("after SetLatency(0): %v", err)
+	}
+	if n := s.Total(); n != 3 {
+		t.Errorf("%d requests counted, want 3", n)
+	}
+}
+
+// OnRequest is told of each request, counted, before it is answered: a test holds
+// a request there, and stops being told once it sets nil.
+func TestOnRequest(t *testing.T) {
+	s := registrytest.New(t)
+	type seen struct {
+		r     registrytest.Request
+		total int
+	}
+	got := make(chan seen, 4)
+	release := make(chan struct{})
+	s.OnRequest(func(r registrytest.Request, total int) {
+		got <- seen{r, total}
+		if r.Kind == registrytest.Tags {
+			<-release
+		}
+	})
 	get(t, s.URL+"/v2/", nil)
-	if d := time.Since(start); d > 70*time.Millisecond {
-		t.Fatalf("latency after SetLatency(0): %v", d)
+	if g := <-got; g.r.Kind != registrytest.Ping || g.total != 1 {
+		t.Errorf("told %+v, want the ping as request 1", g)
+	}
+	answered := make(chan error, 1)
+	go func() { answered <- getWithin(s.URL+"/v2/app/tags/list", 30*time.Second) }()
+	if g := <-got; g.r.Kind != registrytest.Tags || g.r.Repo != "app" || g.total != 2 || g.r.Status != 0 {
+		t.Errorf("told %+v, want the tag list of app as request 2, not yet answered", g)
+	}
+	select {
+	case err := <-answered:
+		t.Fatalf("answered (%v) while OnRequest held it", err)
+	default:
+	}
+	close(release)
+	if err := <-answered; err != nil {
+		t.Fatal(err)
+	}
+	s.OnRequest(nil)
+	get(t, s.URL+"/v2/", nil)
+	if len(got) != 0 || s.Total() != 3 {
+		t.Errorf("told of %d requests after OnRequest(nil); %d counted", len(got), s.Total())
 	}
 }
 
@@ -684,6 +748,25 @@ repositories:
 	var _ v1.Image = img
 }
 
+func TestSeedSharedRepositories(t *testing.T) {
+	s := registrytest.New(t)
+	repos := s.SeedSharedRepositories(t)
+	if len(repos) != 20 || repos[0] != "org/svc-00" || repos[19] != "org/svc-19" {
+		t.Fatalf("repositories %v", repos)
+	}
+	tags, err := remote.List(repoRef(t, s, "org/svc-07"))
+	if err != nil || len(tags) != 100 {
+		t.Fatalf("%d tags, %v", len(tags), err)
+	}
+	idx, err := remote.Index(tagRef(t, s, "org/svc-07", "1.0.99"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im, err := idx.IndexManifest(); err != nil || len(im.Manifests) != 2 {
+		t.Fatalf("index of 1.0.99: %v, %v; want linux/amd64 and linux/arm64", im, err)
+	}
+}
+
 func TestHostileFaults(t *testing.T) {
 	s := registrytest.New(t)
 	s.Push(t, "app", "1.0.0", registrytest.Image(t0, "linux/amd64"))
@@ -739,9 +822,9 @@ func TestHostileFaults(t *testing.T) {
 			if f.Kind == registrytest.ManifestGet {
 				path = "/v2/app/manifests/1.0.0"
 			}
+			s.ResetCounts()
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path, nil)
-			start := time.Now()
 			resp, err := http.DefaultClient.Do(req)
 			gotHeader := err == nil
 			if err == nil {
@@ -749,11 +832,25 @@ func TestHostileFaults(t *testing.T) {
 				resp.Body.Close()
 			}
 			cancel()
-			if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
-				t.Fatalf("%+v: %v after %v", f, err, time.Since(start))
+			// Held, not answered: the client's own deadline ended the request...
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%+v: %v, want the client's deadline", f, err)
 			}
 			if gotHeader != (f.HangBody) {
 				t.Errorf("%+v: header received = %v", f, gotHeader)
+			}
+			// ...and the server's log shows what it had answered: nothing (Hang),
+			// or the header and no byte of the body (HangBody; a PassThrough one
+			// writes the real body into the closed connection once released, so
+			// its bytes are not counted here). The handler's release when the
+			// client went away is checked by Close at the end of the test, which
+			// waits for every handler.
+			wantStatus := 0
+			if f.HangBody {
+				wantStatus = http.StatusOK
+			}
+			if r := s.Requests(); len(r) != 1 || !r[0].Fault || r[0].Status != wantStatus || (!f.PassThrough && r[0].BytesWritten != 0) {
+				t.Errorf("%+v: request log %+v, want one faulted request, status %d, no body byte", f, r, wantStatus)
 			}
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -400,6 +401,27 @@ func SeedRemote(ctx context.Context, registryHost string, sc *Scenario, opts ...
 // and the counters.
 func (s *Server) SeedScenario(sc *Scenario) error {
 	return seed(s.Host, sc, nil, append([]remote.Option{remote.WithJobs(4)}, s.seedOptions(context.Background())...))
+}
+
+// SeedSharedRepositories seeds the repositories many apps share in the
+// benchmarks: 20 of them, org/svc-00 to org/svc-19, each with 100 multi-arch
+// tags 1.0.0 to 1.0.99 (indexes for linux/amd64 and linux/arm64, created an
+// hour apart from 2026-01-01, the build time in the child configs). It returns
+// their names, in order.
+func (s *Server) SeedSharedRepositories(t testing.TB) []string {
+	t.Helper()
+	sc := &Scenario{Repositories: map[string]*Repository{}}
+	var names []string
+	for r := range 20 {
+		repo := fmt.Sprintf("org/svc-%02d", r)
+		names = append(names, repo)
+		sc.Repositories[repo] = &Repository{Generate: &Generate{Count: 100, Format: "1.0.%d",
+			Created: "2026-01-01T00:00:00Z", Interval: "1h", Platforms: []string{"linux/amd64", "linux/arm64"}}}
+	}
+	if err := s.SeedScenario(sc); err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
 
 func seed(host string, sc *Scenario, nameOpts []name.Option, ropts []remote.Option) error {

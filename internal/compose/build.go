@@ -1,4 +1,4 @@
-package config
+package compose
 
 import (
 	"io"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
@@ -13,18 +14,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The builders below turn a Config into the parts that talk to registries. The
-// daemon and a render without it (generate's fallback, preview, resolve) build them
-// here alike, so both use the same registries, credentials, trust, limits and app
-// scoping, and give the same answer.
-
-// NewRemote builds the registry client of this configuration: the registries
+// NewRemote builds the registry client of the configuration c: the registries
 // entries (endpoints, TLS, page sizes), the credentials keychain of the entries
 // that name a credentials source (the docker config keychain for the rest), and
 // the rate limits and per-registry concurrency, recorded in m (nil: metrics of
 // its own). opts come last, so a caller can add to them (the daemon turns the
 // Remote's own memo off; tests set a keychain).
-func (c Config) NewRemote(m *cache.Metrics, log *slog.Logger, opts ...resolve.RemoteOption) (*resolve.Remote, *resolve.Limiter, error) {
+func NewRemote(c config.Config, m *cache.Metrics, log *slog.Logger, opts ...resolve.RemoteOption) (*resolve.Remote, *resolve.Limiter, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -39,7 +35,7 @@ func (c Config) NewRemote(m *cache.Metrics, log *slog.Logger, opts ...resolve.Re
 		resolve.WithTransportWrapper(limiter.Wrap),
 		resolve.WithTagListLimits(c.TagListMaxPages, c.TagListMaxTags, c.TagListMaxPageSize),
 		resolve.WithRequestTimeouts(c.RequestHeaderTimeout, c.RequestTimeout),
-		resolve.WithJobs(c.inspectConcurrency()),
+		resolve.WithJobs(inspectConcurrency(c)),
 	}
 	remote, err := resolve.NewRemote(append(base, opts...)...)
 	if err != nil {
@@ -49,39 +45,39 @@ func (c Config) NewRemote(m *cache.Metrics, log *slog.Logger, opts ...resolve.Re
 }
 
 // NewResolver returns a Resolver over reg that refuses, before reg is read, an app
-// that a registries entry's apps do not allow.
-func (c Config) NewResolver(reg resolve.Registry, opts ...resolve.ResolverOption) *resolve.Resolver {
+// that the apps of a registries entry of c do not allow.
+func NewResolver(c config.Config, reg resolve.Registry, opts ...resolve.ResolverOption) *resolve.Resolver {
 	scoped := resolve.WithAuthorizer(resolve.NewRegistryTable(c.Registries).Authorize)
-	return resolve.NewResolver(reg, append([]resolve.ResolverOption{scoped, resolve.WithConcurrency(c.inspectConcurrency())}, opts...)...)
+	return resolve.NewResolver(reg, append([]resolve.ResolverOption{scoped, resolve.WithConcurrency(inspectConcurrency(c))}, opts...)...)
 }
 
 // inspectConcurrency is how many tags a resolution inspects at once and how many
 // jobs go-containerregistry runs: the registry concurrency bound, so that the
 // limiter's governor alone decides how many requests are in flight.
-func (c Config) inspectConcurrency() int {
+func inspectConcurrency(c config.Config) int {
 	if c.RegistryConcurrency > 0 {
 		return c.RegistryConcurrency
 	}
 	return resolve.DefaultRegistryConcurrency
 }
 
-// NewDirectResolver is the resolver of a render without the daemon: NewRemote
-// read directly, with no cache beyond the process, scoped as NewResolver.
-func (c Config) NewDirectResolver(log *slog.Logger, opts ...resolve.RemoteOption) (*resolve.Resolver, error) {
-	remote, _, err := c.NewRemote(nil, log, opts...)
+// NewDirectResolver is the resolver of a render without the daemon: NewRemote of
+// c read directly, with no cache beyond the process, scoped as NewResolver.
+func NewDirectResolver(c config.Config, log *slog.Logger, opts ...resolve.RemoteOption) (*resolve.Resolver, error) {
+	remote, _, err := NewRemote(c, nil, log, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return c.NewResolver(remote), nil
+	return NewResolver(c, remote), nil
 }
 
-// NewPinWriter builds the git writer of pins (pin-mode write and use) of this
-// configuration: author, message template, batch window and the credentials per
-// repository prefix, HTTPS or SSH (GitConfig.AuthFor: read at each push, so a
-// rotated token or key is used at once; a repository no prefix matches is tried
+// NewPinWriter builds the git writer of pins (pin-mode write and use) of the
+// configuration c: author, message template, batch window and the credentials per
+// repository prefix, HTTPS or SSH (config.GitConfig.AuthFor: read at each push, so
+// a rotated token or key is used at once; a repository no prefix matches is tried
 // without credentials), and the OpenPGP key pin commits are signed with, if any
-// (GitConfig.Signer: read at each commit). Its metrics go to reg; opts come last.
-func (c Config) NewPinWriter(log *slog.Logger, reg prometheus.Registerer, opts ...pin.WriterOption) *pin.Writer {
+// (config.GitConfig.Signer: read at each commit). Its metrics go to reg; opts come last.
+func NewPinWriter(c config.Config, log *slog.Logger, reg prometheus.Registerer, opts ...pin.WriterOption) *pin.Writer {
 	name, email := c.Git.GitAuthor()
 	base := []pin.WriterOption{
 		pin.WithAuthor(name, email),
@@ -112,9 +108,9 @@ func (c Config) NewPinWriter(log *slog.Logger, reg prometheus.Registerer, opts .
 	return pin.NewWriter(append(base, opts...)...)
 }
 
-// PipelineSettings is the render pipeline's part of the configuration, the same for
-// the daemon, generate (with or without the daemon) and preview.
-func (c Config) PipelineSettings() pipeline.Settings {
+// PipelineSettings is the render pipeline's part of the configuration c, the same
+// for the daemon, generate (with or without the daemon) and preview.
+func PipelineSettings(c config.Config) pipeline.Settings {
 	return pipeline.Settings{ExtraImagePaths: c.ExtraImagePaths, DefaultPlatforms: c.DefaultPlatforms, Timeout: c.RenderTimeout,
 		KustomizeRemoteHosts: c.KustomizeRemoteHosts}
 }

@@ -1,4 +1,4 @@
-package config
+package compose
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
@@ -30,13 +31,13 @@ func TestDirectResolverCredentials(t *testing.T) {
 	resolveAs := func(app, pass string) resolve.Answer {
 		t.Helper()
 		t.Setenv("TEST_CMD_CREDS", "robot:"+pass)
-		c, err := Load(func(k string) (string, bool) {
-			return map[string]string{RegistriesConfigEnv: cfg}[k], k == RegistriesConfigEnv
+		c, err := config.Load(func(k string) (string, bool) {
+			return map[string]string{config.RegistriesConfigEnv: cfg}[k], k == config.RegistriesConfigEnv
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		resolver, err := c.NewDirectResolver(nil, resolve.WithRetry(resolve.RetryPolicy{Attempts: 1}))
+		resolver, err := NewDirectResolver(c, nil, resolve.WithRetry(resolve.RetryPolicy{Attempts: 1}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +72,7 @@ func TestDirectResolverCredentials(t *testing.T) {
 		}
 	}
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
-	if _, err := Load(func(k string) (string, bool) { return missing, k == RegistriesConfigEnv }); err == nil || !strings.Contains(err.Error(), missing) {
+	if _, err := config.Load(func(k string) (string, bool) { return missing, k == config.RegistriesConfigEnv }); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Errorf("missing registries file: %v", err)
 	}
 }
@@ -83,14 +84,14 @@ func TestTagListCapFromConfig(t *testing.T) {
 	for _, tag := range []string{"1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0"} {
 		s.Push(t, "app", tag, rt.Image(time.Unix(0, 0), "linux/amd64", rt.WithSeed(tag)))
 	}
-	c, err := Load(func(k string) (string, bool) {
+	c, err := config.Load(func(k string) (string, bool) {
 		v, ok := map[string]string{"IMAGE_RESOLVER_TAG_LIST_MAX_PAGES": "2"}[k]
 		return v, ok
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	resolver, err := c.NewDirectResolver(nil, resolve.WithRetry(resolve.RetryPolicy{Attempts: 1}))
+	resolver, err := NewDirectResolver(c, nil, resolve.WithRetry(resolve.RetryPolicy{Attempts: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
