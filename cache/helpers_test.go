@@ -51,17 +51,17 @@ func (k basicKeychain) Resolve(authn.Resource) (authn.Authenticator, error) {
 type fixture struct {
 	s        *rt.Server
 	m        *Metrics
-	limiter  *Limiter
+	limiter  *resolve.Limiter
 	reg      *Registry
 	resolver *resolve.Resolver
 }
 
 // newFixture builds the daemon's stack (limiter, Remote without memo, cache,
 // resolver) over a registrytest server, as the daemon does.
-func newFixture(t testing.TB, s *rt.Server, limits []RateLimit, remoteOpts []resolve.RemoteOption, opts ...Option) *fixture {
+func newFixture(t testing.TB, s *rt.Server, limits []resolve.RateLimit, remoteOpts []resolve.RemoteOption, opts ...Option) *fixture {
 	t.Helper()
 	m := NewMetrics()
-	lim := NewLimiter(limits, DefaultRegistryConcurrency, m)
+	lim := resolve.NewLimiter(limits, resolve.DefaultRegistryConcurrency, m.Transport())
 	ro := append([]resolve.RemoteOption{resolve.WithRetry(fastRetry), resolve.WithKeychain(authn.NewMultiKeychain()),
 		resolve.WithoutMemo(), resolve.WithTransportWrapper(lim.Wrap)}, remoteOpts...)
 	remote, err := resolve.NewRemote(ro...)

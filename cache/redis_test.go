@@ -47,7 +47,7 @@ func newSharedFixture(t testing.TB, s *rt.Server, addr string, ro RedisOptions, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := NewLimiter(nil, DefaultRegistryConcurrency, m)
+	lim := resolve.NewLimiter(nil, resolve.DefaultRegistryConcurrency, m.Transport())
 	remote, err := resolve.NewRemote(resolve.WithRetry(fastRetry), resolve.WithKeychain(authn.NewMultiKeychain()),
 		resolve.WithoutMemo(), resolve.WithTransportWrapper(lim.Wrap))
 	if err != nil {

@@ -202,7 +202,7 @@ func (r *Registry) now() time.Time { return r.o.clock() }
 // naming the repository for rate limits and metrics.
 func (r *Registry) fetchContext(repoKey string) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(r.ctx, r.o.fetchTimeout)
-	return WithRepository(ctx, repoKey), cancel
+	return resolve.ContextForRepository(ctx, repoKey), cancel
 }
 
 // ListTags returns the repository's tags from the cache, listing them when absent or

@@ -35,7 +35,7 @@ const (
 // second); every other registry is bounded only by the adaptive governor of
 // requests in flight (registryConcurrency), which backs off when it answers 429 or
 // is overloaded. docs/registries.md explains each.
-var DefaultRateLimits = []cache.RateLimit{
+var DefaultRateLimits = []resolve.RateLimit{
 	{Registry: "docker.io", RPS: 10, Burst: 20},
 	{Registry: "public.ecr.aws", RPS: 1, Burst: 5},
 }
@@ -55,8 +55,8 @@ type Config struct {
 	ManifestCacheSize int64 // bytes of manifests kept by digest
 	BlobCacheSize     int64 // bytes of image configs kept by digest
 
-	RateLimits          []cache.RateLimit // per registry host, "*" for the rest
-	RegistryConcurrency int               // requests in flight per registry (0: no bound)
+	RateLimits          []resolve.RateLimit // per registry host, "*" for the rest
+	RegistryConcurrency int                 // requests in flight per registry (0: no bound)
 	FetchTimeout        time.Duration
 
 	// Registries is the per-registry client configuration (endpoint, insecure, page
@@ -146,7 +146,7 @@ func DefaultConfig() Config {
 		ManifestCacheSize:   cache.DefaultManifestCacheSize,
 		BlobCacheSize:       cache.DefaultBlobCacheSize,
 		RateLimits:          nil, // DefaultRateLimits apply to the registries no limit names (EffectiveRateLimits)
-		RegistryConcurrency: cache.DefaultRegistryConcurrency,
+		RegistryConcurrency: resolve.DefaultRegistryConcurrency,
 		FetchTimeout:        cache.DefaultFetchTimeout,
 
 		Refresh:               RefreshHard,

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	"github.com/spf13/pflag"
 )
 
@@ -171,7 +171,7 @@ func TestValidateCatchesConfigBuiltInCode(t *testing.T) {
 		t.Errorf("zero head TTL: %v", err)
 	}
 	c = DefaultConfig()
-	c.RateLimits = append(c.RateLimits, cache.RateLimit{Registry: "*", RPS: 1, Burst: 1}, cache.RateLimit{Registry: "*", RPS: 2, Burst: 2})
+	c.RateLimits = append(c.RateLimits, resolve.RateLimit{Registry: "*", RPS: 1, Burst: 1}, resolve.RateLimit{Registry: "*", RPS: 2, Burst: 2})
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "each registry once") {
 		t.Errorf("duplicate rate limit: %v", err)
 	}

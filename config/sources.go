@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
-	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -146,12 +145,12 @@ func (c *Config) parseRateLimits(field string, v json.RawMessage) error {
 	if err := json.Unmarshal(v, &items); err != nil {
 		return &resolve.InputError{Field: field, Value: string(v), Accepted: `a list of {registry, rps, burst}, e.g. [{registry: docker.io, rps: 2, burst: 10}, {registry: "*", rps: 100}]`}
 	}
-	var out []cache.RateLimit
+	var out []resolve.RateLimit
 	for i, it := range items {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		dec := json.NewDecoder(bytes.NewReader(it))
 		dec.DisallowUnknownFields()
-		var rl cache.RateLimit
+		var rl resolve.RateLimit
 		if err := dec.Decode(&rl); err != nil {
 			return &resolve.InputError{Field: f, Value: string(it), Accepted: `{registry: HOST[/PATH] or "*", rps: NUMBER > 0, burst: WHOLE NUMBER >= 1 (default: rps rounded up)}`, Err: err}
 		}
@@ -167,7 +166,7 @@ func (c *Config) parseRateLimits(field string, v json.RawMessage) error {
 		if err := checkRateLimit(&rl); err != nil {
 			return &resolve.InputError{Field: f + ".registry", Value: rl.Registry, Accepted: `a registry host[:port] with an optional /path, or "*" (quoted in YAML)`, Err: err}
 		}
-		if slices.ContainsFunc(out, func(x cache.RateLimit) bool { return x.Registry == rl.Registry }) {
+		if slices.ContainsFunc(out, func(x resolve.RateLimit) bool { return x.Registry == rl.Registry }) {
 			return &resolve.InputError{Field: f + ".registry", Value: rl.Registry, Accepted: "each registry once"}
 		}
 		out = append(out, rl)

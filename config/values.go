@@ -8,16 +8,15 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
 // Parsers of the values settings take: rate limits, sizes.
 
 // ParseRateLimit parses HOST=RPS[:BURST]. BURST defaults to RPS rounded up.
-func ParseRateLimit(v string) (cache.RateLimit, error) {
-	bad := func(err error) (cache.RateLimit, error) {
-		return cache.RateLimit{}, &resolve.InputError{Value: v, Accepted: rateAccepted, Err: err}
+func ParseRateLimit(v string) (resolve.RateLimit, error) {
+	bad := func(err error) (resolve.RateLimit, error) {
+		return resolve.RateLimit{}, &resolve.InputError{Value: v, Accepted: rateAccepted, Err: err}
 	}
 	host, spec, ok := strings.Cut(strings.TrimSpace(v), "=")
 	if !ok {
@@ -28,7 +27,7 @@ func ParseRateLimit(v string) (cache.RateLimit, error) {
 	if err != nil || math.IsNaN(rps) || math.IsInf(rps, 0) || rps <= 0 {
 		return bad(errors.New("RPS must be a number above 0"))
 	}
-	rl := cache.RateLimit{Registry: strings.TrimSpace(host), RPS: rps, Burst: int(math.Ceil(rps))}
+	rl := resolve.RateLimit{Registry: strings.TrimSpace(host), RPS: rps, Burst: int(math.Ceil(rps))}
 	if hasBurst {
 		if rl.Burst, err = strconv.Atoi(strings.TrimSpace(burstS)); err != nil || rl.Burst < 1 {
 			return bad(errors.New("BURST must be a whole number of at least 1"))
@@ -41,11 +40,11 @@ func ParseRateLimit(v string) (cache.RateLimit, error) {
 }
 
 // checkRateLimit checks and normalises the registry of a rate limit.
-func checkRateLimit(rl *cache.RateLimit) error {
-	if rl.Registry == cache.AnyRegistry {
+func checkRateLimit(rl *resolve.RateLimit) error {
+	if rl.Registry == resolve.AnyRegistry {
 		return nil
 	}
-	p, err := cache.NormalisePrefix(rl.Registry)
+	p, err := resolve.NormalisePrefix(rl.Registry)
 	if err != nil {
 		return fmt.Errorf("registry %q: %w", rl.Registry, err)
 	}
@@ -56,21 +55,21 @@ func checkRateLimit(rl *cache.RateLimit) error {
 // EffectiveRateLimits are the daemon's buckets: RateLimits, plus the rateLimit of
 // every registries entry whose prefix RateLimits does not name (rps with a burst of
 // rps rounded up), plus DefaultRateLimits for the registries neither names.
-func (c *Config) EffectiveRateLimits() []cache.RateLimit {
+func (c *Config) EffectiveRateLimits() []resolve.RateLimit {
 	out := slices.Clone(c.RateLimits)
 	for _, rc := range c.Registries {
 		if rc.RateLimit <= 0 {
 			continue
 		}
-		rl := cache.RateLimit{Registry: rc.Prefix, RPS: rc.RateLimit, Burst: max(1, int(math.Ceil(rc.RateLimit)))}
-		if checkRateLimit(&rl) != nil || slices.ContainsFunc(out, func(x cache.RateLimit) bool { return x.Registry == rl.Registry }) {
+		rl := resolve.RateLimit{Registry: rc.Prefix, RPS: rc.RateLimit, Burst: max(1, int(math.Ceil(rc.RateLimit)))}
+		if checkRateLimit(&rl) != nil || slices.ContainsFunc(out, func(x resolve.RateLimit) bool { return x.Registry == rl.Registry }) {
 			continue
 		}
 		out = append(out, rl)
 	}
 	// The built-in polite limits, for the registries the operator did not name.
 	for _, rl := range DefaultRateLimits {
-		if !slices.ContainsFunc(out, func(x cache.RateLimit) bool { return x.Registry == rl.Registry }) {
+		if !slices.ContainsFunc(out, func(x resolve.RateLimit) bool { return x.Registry == rl.Registry }) {
 			out = append(out, rl)
 		}
 	}
@@ -78,9 +77,9 @@ func (c *Config) EffectiveRateLimits() []cache.RateLimit {
 }
 
 // mergeRateLimits sets rl's registry's limit in list.
-func mergeRateLimits(list []cache.RateLimit, rl cache.RateLimit) []cache.RateLimit {
+func mergeRateLimits(list []resolve.RateLimit, rl resolve.RateLimit) []resolve.RateLimit {
 	out := slices.Clone(list)
-	if i := slices.IndexFunc(out, func(x cache.RateLimit) bool { return x.Registry == rl.Registry }); i >= 0 {
+	if i := slices.IndexFunc(out, func(x resolve.RateLimit) bool { return x.Registry == rl.Registry }); i >= 0 {
 		out[i] = rl
 		return out
 	}

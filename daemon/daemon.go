@@ -50,7 +50,7 @@ type Daemon struct {
 	cfg      config.Config
 	log      *slog.Logger
 	Metrics  *Metrics
-	Limiter  *cache.Limiter
+	Limiter  *resolve.Limiter
 	Registry *cache.Registry
 	Resolver *resolve.Resolver
 	Server   *Server
@@ -402,7 +402,7 @@ func prepareSocket(path string) error {
 	return nil
 }
 
-func rateLimitsString(ls []cache.RateLimit) string {
+func rateLimitsString(ls []resolve.RateLimit) string {
 	var s []string
 	for _, l := range ls {
 		s = append(s, l.String())

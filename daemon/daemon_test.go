@@ -279,14 +279,14 @@ func TestMetricsMatchTheRegistry(t *testing.T) {
 	// registry go-containerregistry's ping tries https first, which fails.
 	reqFam := fams[cache.Namespace+"_registry_requests_total"]
 	if failed := sumBy(reqFam, "kind", map[string]string{"status": "error"}); len(failed) != 0 {
-		t.Errorf("failed attempts by kind: %v, want none (the https pings before plain HTTP are %s)", failed, cache.StatusHTTPSFallback)
+		t.Errorf("failed attempts by kind: %v, want none (the https pings before plain HTTP are %s)", failed, resolve.StatusHTTPSFallback)
 	}
-	if fb := sumBy(reqFam, "kind", map[string]string{"status": cache.StatusHTTPSFallback}); fb["ping"] != 2 {
+	if fb := sumBy(reqFam, "kind", map[string]string{"status": resolve.StatusHTTPSFallback}); fb["ping"] != 2 {
 		t.Errorf("https-fallback pings: %v, want 2", fb)
 	}
 	reqFam.Metric = slices.DeleteFunc(reqFam.Metric, func(m *dto.Metric) bool {
 		return slices.ContainsFunc(m.GetLabel(), func(lp *dto.LabelPair) bool {
-			return lp.GetName() == "status" && lp.GetValue() == cache.StatusHTTPSFallback
+			return lp.GetName() == "status" && lp.GetValue() == resolve.StatusHTTPSFallback
 		})
 	})
 	byKind := sumBy(reqFam, "kind", map[string]string{"registry": s.Host})

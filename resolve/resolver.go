@@ -135,7 +135,7 @@ type ResolverOption func(*Resolver)
 // across all resolutions of the Resolver (default 8). It bounds goroutines, not
 // requests: give it the registry's concurrency bound (the daemon and generate do,
 // from registryConcurrency), so that the governor of requests in flight
-// (cache.Limiter) is the one that decides.
+// (Limiter) is the one that decides.
 func WithConcurrency(n int) ResolverOption {
 	return func(r *Resolver) { r.concurrency = max(n, 1) }
 }

@@ -25,7 +25,7 @@ type RetryPolicy struct {
 // registry's Retry-After), never waiting more than 30s at once. The first wait is
 // short because a lone 5xx (a replica restarting) usually passes at once; a
 // registry that keeps failing is backed off by the concurrency governor, which
-// halves the requests in flight (cache.Limiter), and by Retry-After.
+// halves the requests in flight (Limiter), and by Retry-After.
 var DefaultRetryPolicy = RetryPolicy{Attempts: 4, Backoff: 200 * time.Millisecond, MaxWait: 30 * time.Second}
 
 // retryTransport retries requests the registry answered with 429 or a 5xx, waiting
@@ -87,12 +87,18 @@ func (t *retryTransport) wait(ctx context.Context, d time.Duration) error {
 	if t.sleep != nil {
 		return t.sleep(ctx, d)
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
+	return sleepCtx(ctx, d)
+}
+
+// sleepCtx waits for d or until ctx ends: the waits of retries and of Retry-After
+// pauses (Limiter).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-timer.C:
+	case <-t.C:
 		return nil
 	}
 }

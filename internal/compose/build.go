@@ -20,7 +20,7 @@ import (
 // the rate limits and per-registry concurrency, recorded in m (nil: metrics of
 // its own). opts come last, so a caller can add to them (the daemon turns the
 // Remote's own memo off; tests set a keychain).
-func NewRemote(c config.Config, m *cache.Metrics, log *slog.Logger, opts ...resolve.RemoteOption) (*resolve.Remote, *cache.Limiter, error) {
+func NewRemote(c config.Config, m *cache.Metrics, log *slog.Logger, opts ...resolve.RemoteOption) (*resolve.Remote, *resolve.Limiter, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -28,7 +28,7 @@ func NewRemote(c config.Config, m *cache.Metrics, log *slog.Logger, opts ...reso
 	if err != nil {
 		return nil, nil, err
 	}
-	limiter := cache.NewLimiter(c.EffectiveRateLimits(), c.RegistryConcurrency, m)
+	limiter := resolve.NewLimiter(c.EffectiveRateLimits(), c.RegistryConcurrency, m.Transport())
 	base := []resolve.RemoteOption{
 		resolve.WithRegistries(c.Registries),
 		resolve.WithKeychain(kc),
@@ -58,7 +58,7 @@ func inspectConcurrency(c config.Config) int {
 	if c.RegistryConcurrency > 0 {
 		return c.RegistryConcurrency
 	}
-	return cache.DefaultRegistryConcurrency
+	return resolve.DefaultRegistryConcurrency
 }
 
 // NewDirectResolver is the resolver of a render without the daemon: NewRemote of

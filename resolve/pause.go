@@ -1,10 +1,9 @@
-package cache
+package resolve
 
 // Retry-After pauses: a 429 with Retry-After pauses the repository its path names
 // (or the whole registry host) for every render, capped (DefaultPauseCap).
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -95,17 +94,6 @@ func (l *Limiter) pausedSeconds() map[string]float64 {
 		}
 	}
 	return out
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // waitPause waits while the request's registry host or repository is paused by a

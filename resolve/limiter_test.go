@@ -1,10 +1,9 @@
-package cache
+package resolve
 
 import (
 	"context"
 	"errors"
 	"maps"
-	"net"
 	"net/http"
 	"runtime"
 	"slices"
@@ -17,66 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
-	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
-
-// A 429 with Retry-After: 1 on repository a's tag list pauses a: the throttled
-// request is retried after the pause; a request of another render, for repository
-// b of the same registry, does not wait for it.
-func TestRetryAfterPausesTheRepository(t *testing.T) {
-	s := rt.New(t)
-	pushTags(t, s, "a", "linux/amd64", "1.0.0")
-	pushTags(t, s, "b", "linux/amd64", "1.0.0")
-	s.Inject(rt.Fault{Kind: rt.Tags, PathContains: "/v2/a/", Status: http.StatusTooManyRequests, RetryAfter: "1", Times: 1})
-	f := newFixture(t, s, nil, nil)
-	host := normaliseHost(s.Host)
-
-	done := make(chan resolve.Answer, 1)
-	go func() { done <- f.resolve(t, "a", resolve.PolicySpec{}) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for countOf(f.m, "pauses", host) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no pause after the 429")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	b := f.resolve(t, "b", resolve.PolicySpec{})
-	a := <-done
-	if a.Error != "" || b.Error != "" {
-		t.Fatalf("a: %s; b: %s", a.Error, b.Error)
-	}
-	if len(a.Result.Stale) != 0 {
-		t.Errorf("a retried answer is fresh, not stale: %v", a.Result.Stale)
-	}
-
-	var fault time.Time
-	for _, r := range s.Requests() {
-		if r.Fault {
-			fault = r.At
-		}
-	}
-	var afterA, afterB int
-	for _, r := range s.Requests() {
-		if !r.At.After(fault) {
-			continue
-		}
-		if strings.HasPrefix(r.Path, "/v2/b/") {
-			afterB++
-			continue
-		}
-		if strings.HasPrefix(r.Path, "/v2/a/") {
-			afterA++
-			if gap := r.At.Sub(fault); gap < time.Second {
-				t.Errorf("%s %s (%s) reached the registry %v after the 429, before Retry-After: 1", r.Method, r.Path, r.Kind, gap)
-			}
-		}
-	}
-	if fault.IsZero() || afterA == 0 || afterB == 0 { // a's retry, b's list at least
-		t.Fatalf("fault at %v, %d requests of a and %d of b after it: %+v", fault, afterA, afterB, s.Requests())
-	}
-}
 
 // pauseClock is the limiter's clock in tests: sleeping advances it.
 type pauseClock struct {
@@ -230,11 +170,11 @@ func TestPausedSecondsGauge(t *testing.T) {
 # TYPE argocd_image_resolver_ratelimit_paused_seconds gauge
 argocd_image_resolver_ratelimit_paused_seconds{registry="registry.test"} 45
 `
-	if err := testutil.GatherAndCompare(lim.m.Registry, strings.NewReader(want), "argocd_image_resolver_ratelimit_paused_seconds"); err != nil {
+	if err := testutil.CollectAndCompare(lim.m.paused, strings.NewReader(want), "argocd_image_resolver_ratelimit_paused_seconds"); err != nil {
 		t.Error(err)
 	}
 	clock.advance(time.Minute)
-	if err := testutil.GatherAndCompare(lim.m.Registry, strings.NewReader(strings.Replace(want, "} 45", "} 0", 1)), "argocd_image_resolver_ratelimit_paused_seconds"); err != nil {
+	if err := testutil.CollectAndCompare(lim.m.paused, strings.NewReader(strings.Replace(want, "} 45", "} 0", 1)), "argocd_image_resolver_ratelimit_paused_seconds"); err != nil {
 		t.Error(err)
 	}
 	if n := testutil.ToFloat64(lim.m.Pauses.WithLabelValues("registry.test")); n != 2 {
@@ -254,35 +194,6 @@ func TestPathRepository(t *testing.T) {
 	}
 }
 
-func TestRateLimitAppliesToEveryAttempt(t *testing.T) {
-	s := rt.New(t, rt.WithBearerAuth("robot", "pw"))
-	pushTags(t, s, "app", "linux/amd64", "1.0.0", "1.1.0", "1.2.0")
-	f := newFixture(t, s, []RateLimit{{Registry: s.Host, RPS: 50, Burst: 1}},
-		[]resolve.RemoteOption{resolve.WithKeychain(basicKeychain{"robot", "pw"})})
-	f.mustResolve(t, "app", resolve.PolicySpec{Strategy: "newest-build"})
-	host := normaliseHost(s.Host)
-	// Every request the registry saw (ping, token, tags, manifests, blobs) went
-	// through the bucket.
-	waits := testutil.CollectAndCount(f.m.RateLimitWait)
-	if waits != 1 {
-		t.Fatalf("wait series: %d, want one (this registry)", waits)
-	}
-	var observed int
-	for _, k := range []string{"ping", "token", "tags", "manifest", "blob"} {
-		for _, method := range []string{"GET", "HEAD"} {
-			for _, st := range []string{"200", "401"} {
-				observed += int(testutil.ToFloat64(f.m.Requests.WithLabelValues(host, k, method, st)))
-			}
-		}
-	}
-	if observed != s.Total() {
-		t.Errorf("requests counted %d, registry saw %d: %v", observed, s.Total(), s.Counts())
-	}
-	if s.Count(rt.Token) == 0 || s.Count(rt.Ping) == 0 {
-		t.Errorf("no token or ping request: %v", s.Counts())
-	}
-}
-
 func TestRateLimitBucketIsShared(t *testing.T) {
 	lim := NewLimiter([]RateLimit{{Registry: "registry.test", RPS: 10, Burst: 1}}, 0, nil)
 	var calls int
@@ -293,7 +204,7 @@ func TestRateLimitBucketIsShared(t *testing.T) {
 		mu.Unlock()
 		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
 	}))
-	ctx := WithRepository(context.Background(), "registry.test/x")
+	ctx := ContextForRepository(context.Background(), "registry.test/x")
 	var wg sync.WaitGroup
 	for range 5 {
 		wg.Go(func() {
@@ -375,7 +286,7 @@ func TestRateLimitByPrefix(t *testing.T) {
 		return &http.Response{StatusCode: 200, Body: http.NoBody}, nil
 	}))
 	do := func(repo string) error {
-		ctx, cancel := context.WithTimeout(WithRepository(context.Background(), repo), time.Second)
+		ctx, cancel := context.WithTimeout(ContextForRepository(context.Background(), repo), time.Second)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://ghcr.io/v2/", nil)
 		_, err := tr.RoundTrip(req)
@@ -398,7 +309,7 @@ func TestRateLimitByPrefix(t *testing.T) {
 
 // requestSeries lists the registry_requests_total series as
 // "registry kind method status" = count.
-func requestSeries(t testing.TB, m *Metrics) map[string]float64 {
+func requestSeries(t testing.TB, m *TransportMetrics) map[string]float64 {
 	t.Helper()
 	ch := make(chan prometheus.Metric, 64)
 	go func() { m.Requests.Collect(ch); close(ch) }()
@@ -415,53 +326,6 @@ func requestSeries(t testing.TB, m *Metrics) map[string]float64 {
 		series[strings.Join(labels, " ")] = d.GetCounter().GetValue()
 	}
 	return series
-}
-
-// A cold resolution against an insecure registry served over plain HTTP: the https
-// ping go-containerregistry tries first fails, then plain HTTP answers. No
-// status="error" series (a "registry errors" alert stays quiet), and the pings
-// counted with an outcome are the pings the registry answered.
-func TestInsecureRegistryPingIsNoError(t *testing.T) {
-	s := rt.New(t)
-	pushTags(t, s, "demo/web", "linux/amd64", "1.0.0", "1.1.0")
-	f := newFixture(t, s, nil, []resolve.RemoteOption{resolve.WithRegistries([]resolve.RegistryConfig{
-		{Prefix: "registry.demo.local", API: s.Host, Insecure: true}})})
-	ans, err := f.resolver.ResolveBatch(context.Background(), "test", []resolve.Request{{Image: "registry.demo.local/demo/web"}})
-	if err != nil || ans[0].Error != "" {
-		t.Fatalf("resolve: %v %s", err, ans[0].Error)
-	}
-	series := requestSeries(t, f.m)
-	for k := range series {
-		if strings.HasSuffix(k, " status="+StatusError) {
-			t.Errorf("error series for a healthy insecure registry: %s; all: %v", k, series)
-		}
-	}
-	ping := "kind=ping method=GET registry=registry.demo.local status="
-	if series[ping+StatusHTTPSFallback] != 1 || series[ping+"200"] != float64(s.Count(rt.Ping)) || s.Count(rt.Ping) == 0 {
-		t.Errorf("pings: %v; registry answered %d", series, s.Count(rt.Ping))
-	}
-}
-
-// The same registry down: the failed https ping is still a fallback, and the
-// plain-HTTP ping that followed is the one error per ping.
-func TestInsecureRegistryDownPingIsOneError(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	ln.Close()
-	f := newFixture(t, rt.New(t), nil, []resolve.RemoteOption{resolve.WithRegistries([]resolve.RegistryConfig{
-		{Prefix: "registry.demo.local", API: closed, Insecure: true}})})
-	ans, err := f.resolver.ResolveBatch(context.Background(), "test", []resolve.Request{{Image: "registry.demo.local/demo/web"}})
-	if err != nil || ans[0].Error == "" {
-		t.Fatalf("resolve against a closed port: %v %+v", err, ans[0])
-	}
-	series := requestSeries(t, f.m)
-	ping := "kind=ping method=GET registry=registry.demo.local status="
-	if n := series[ping+StatusError]; n == 0 || series[ping+StatusHTTPSFallback] != n || len(series) != 2 {
-		t.Errorf("pings of a registry down: %v, want as many errors as fallbacks", series)
-	}
 }
 
 // go-containerregistry races the two pings (transport.pingParallel): http starts
@@ -561,13 +425,14 @@ var (
 // Limiters that are gone (a configuration reloaded) leave the gauge: the Metrics
 // do not keep them.
 func TestPausedSecondsForgetsDroppedLimiters(t *testing.T) {
-	m := NewMetrics()
+	reg := prometheus.NewRegistry()
+	m := NewTransportMetrics(reg)
 	for range 100 {
 		lim := NewLimiter(nil, 0, m)
 		lim.pause(pauseKey{host: "registry.test"}, time.Now().Add(time.Hour))
 	}
 	runtime.GC()
-	if _, err := m.Registry.Gather(); err != nil {
+	if _, err := reg.Gather(); err != nil {
 		t.Fatal(err)
 	}
 	m.paused.mu.Lock()

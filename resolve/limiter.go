@@ -1,4 +1,4 @@
-package cache
+package resolve
 
 import (
 	"context"
@@ -11,10 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
-	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 )
 
 // AnyRegistry is the RateLimit.Registry value that applies to every registry no
@@ -35,25 +34,27 @@ func (l RateLimit) String() string {
 	return fmt.Sprintf("%s=%s:%d", l.Registry, strconv.FormatFloat(l.RPS, 'f', -1, 64), l.Burst)
 }
 
-// target is what a registry request is for, carried by its context.
-type target struct {
+// requestTarget is what a registry request is for, carried by its context.
+type requestTarget struct {
 	host string // registry host, Docker Hub folded into docker.io
-	repo string // resolve.RepoKey of the repository; "" when unknown
+	repo string // RepoKey of the repository; "" when unknown
 }
 
-type targetKey struct{}
+type requestTargetKey struct{}
 
-// WithRepository tells the rate limiter and the request metrics which repository
-// (resolve.RepoKey form: docker.io/library/nginx) a request is for. Token requests
-// go to another host (auth.docker.io for docker.io), and a registry may be read
-// through another endpoint; both count against the registry the image names.
-func WithRepository(ctx context.Context, repoKey string) context.Context {
+// ContextForRepository returns ctx telling the Limiter and the request metrics
+// which repository (RepoKey form: docker.io/library/nginx) the registry requests
+// made with it are for. Token requests go to another host (auth.docker.io for
+// docker.io), and a registry may be read through another endpoint; both count
+// against the registry the image names.
+func ContextForRepository(ctx context.Context, repoKey string) context.Context {
 	host, _, _ := strings.Cut(repoKey, "/")
-	return context.WithValue(ctx, targetKey{}, target{host: normaliseHost(host), repo: repoKey})
+	return context.WithValue(ctx, requestTargetKey{}, requestTarget{host: normaliseHost(host), repo: repoKey})
 }
 
-// NormalisePrefix checks host[:port][/path] and folds Docker Hub's aliases into
-// docker.io, as resolve does for registry prefixes.
+// NormalisePrefix checks host[:port][/path], the registry of a RateLimit, and folds
+// Docker Hub's aliases into docker.io, as ParseRegistries does for the prefixes of
+// registries entries (normalisePrefix, which does not check the path).
 func NormalisePrefix(p string) (string, error) {
 	p = strings.TrimSuffix(strings.TrimSpace(p), "/")
 	host, path, hasPath := strings.Cut(p, "/")
@@ -72,7 +73,7 @@ func NormalisePrefix(p string) (string, error) {
 	return host, nil
 }
 
-// normaliseHost folds Docker Hub's aliases into docker.io, as resolve.RepoKey does.
+// normaliseHost folds Docker Hub's aliases into docker.io, as RepoKey does.
 func normaliseHost(h string) string {
 	switch h {
 	case "index.docker.io", "registry-1.docker.io":
@@ -96,7 +97,7 @@ type Limiter struct {
 	concurrency int
 	maxWait     time.Duration // longest a request waits out a pause; longer: a local 429
 	pauseCap    time.Duration // longest pause a Retry-After sets
-	m           *Metrics
+	m           *TransportMetrics
 
 	// now and sleep are the clock; tests replace them.
 	now   func() time.Time
@@ -132,12 +133,12 @@ type hostState struct {
 
 // NewLimiter returns a Limiter. concurrency is the most requests in flight per
 // registry host, where its adaptive governor starts (see governor.go; 0: no
-// bound). A nil m records into a Metrics of its own.
-func NewLimiter(limits []RateLimit, concurrency int, m *Metrics) *Limiter {
+// bound). A nil m records into TransportMetrics of its own.
+func NewLimiter(limits []RateLimit, concurrency int, m *TransportMetrics) *Limiter {
 	if m == nil {
-		m = NewMetrics()
+		m = NewTransportMetrics(prometheus.NewRegistry())
 	}
-	l := &Limiter{concurrency: concurrency, m: m, maxWait: resolve.DefaultRetryPolicy.MaxWait, pauseCap: DefaultPauseCap,
+	l := &Limiter{concurrency: concurrency, m: m, maxWait: DefaultRetryPolicy.MaxWait, pauseCap: DefaultPauseCap,
 		now: time.Now, sleep: sleepCtx,
 		buckets: map[string]*rate.Limiter{}, hosts: map[string]*hostState{},
 		pauses: map[pauseKey]time.Time{}, pausedHosts: map[string]bool{}}
@@ -157,7 +158,7 @@ func NewLimiter(limits []RateLimit, concurrency int, m *Metrics) *Limiter {
 }
 
 // bucket returns the token bucket of a request (nil: no limit).
-func (l *Limiter) bucket(t target) *rate.Limiter {
+func (l *Limiter) bucket(t requestTarget) *rate.Limiter {
 	key, limit := t.host, l.any
 	for i := range l.limits {
 		p := l.limits[i].Registry
@@ -192,7 +193,7 @@ func (l *Limiter) host(h string) *hostState {
 	return hs
 }
 
-// Wrap puts the limiter in front of next; give it to resolve.WithTransportWrapper.
+// Wrap puts the limiter in front of next; give it to WithTransportWrapper.
 //
 // When next is an *http.Transport (the Remote's own), its idle pool is raised to
 // the requests the limiter lets run per registry: with net/http's default of 2 idle
@@ -221,9 +222,9 @@ type limitedTransport struct {
 
 func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	tg, ok := ctx.Value(targetKey{}).(target)
+	tg, ok := ctx.Value(requestTargetKey{}).(requestTarget)
 	if !ok || tg.host == "" {
-		tg = target{host: normaliseHost(req.URL.Host)}
+		tg = requestTarget{host: normaliseHost(req.URL.Host)}
 	}
 	hs := t.l.host(tg.host)
 	start := time.Now()
@@ -265,7 +266,7 @@ func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
 		now := t.l.now()
-		if d, ok := resolve.RetryAfter(resp.Header.Get("Retry-After"), now); ok && d > 0 {
+		if d, ok := RetryAfter(resp.Header.Get("Retry-After"), now); ok && d > 0 {
 			t.l.pause(pk, now.Add(min(d, t.l.pauseCap)))
 		}
 	}
