@@ -41,13 +41,6 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// basicKeychain answers every registry with the same credentials.
-type basicKeychain struct{ user, pass string }
-
-func (k basicKeychain) Resolve(authn.Resource) (authn.Authenticator, error) {
-	return &authn.Basic{Username: k.user, Password: k.pass}, nil
-}
-
 type fixture struct {
 	s        *rt.Server
 	m        *Metrics
