@@ -4,24 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/internal/compose"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
+// resolveCommand is the resolve command's flags and its run, in steps.
+type resolveCommand struct {
+	spec     resolve.PolicySpec
+	insecure bool
+	explain  bool
+	output   string
+	app      string
+	files    *config.Flags
+}
+
 func newResolveCommand() *cobra.Command {
-	var (
-		spec     resolve.PolicySpec
-		insecure bool
-		explain  bool
-		output   string
-		app      string
-		files    *config.Flags
-	)
+	rc := &resolveCommand{}
 	cmd := &cobra.Command{
 		Use:   "resolve IMAGE",
 		Short: "Resolve one image repository to the tag its policy selects",
@@ -39,95 +45,115 @@ Environment:
 		Example: `  argocd-image-resolver resolve ghcr.io/org/app:~1.2 --platforms linux/arm64
   argocd-image-resolver resolve nginx --strategy newest-build --allow-tags 'regexp:^1\.' --explain`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := outputFormat(output, "")
-			if err != nil {
-				return err
-			}
-			repo, written, constraint, err := resolve.ParseImageSpec(args[0])
-			if err != nil {
-				return resolve.WithField(err, "IMAGE")
-			}
-			if constraint != "" && spec.Constraint != "" && constraint != spec.Constraint {
-				return &resolve.InputError{Field: "--constraint", Value: spec.Constraint,
-					Accepted: fmt.Sprintf("either IMAGE's constraint %q or --constraint, not two different ones", constraint)}
-			}
-			if spec.Constraint == "" {
-				spec.Constraint = constraint
-			}
-			cfg, err := files.Load(os.LookupEnv)
-			if err != nil {
-				return err
-			}
-			if len(spec.Platforms) == 0 {
-				// As a render would: the operator's default platforms when none are named.
-				spec.Platforms = resolve.PlatformStrings(cfg.DefaultPlatforms)
-			}
-			policy, err := spec.Compile()
-			if err != nil {
-				return flagError(err)
-			}
-			var remoteOpts []resolve.RemoteOption
-			if insecure {
-				remoteOpts = append(remoteOpts, resolve.WithInsecure(true))
-			}
-			resolver, err := compose.NewDirectResolver(cfg, nil, remoteOpts...)
-			if err != nil {
-				return err
-			}
-			// The same bound as a render's: a registry that accepts and never answers
-			// costs at most renderTimeout.
-			ctx, cancel := context.WithTimeoutCause(cmd.Context(), cfg.RenderTimeout,
-				fmt.Errorf("the resolution did not finish within %s (renderTimeout)", cfg.RenderTimeout))
-			defer cancel()
-			if app != "" {
-				ctx = resolve.WithApp(ctx, app)
-			}
-			res, err := resolver.Resolve(ctx, repo, written, policy)
-			if err != nil && ctx.Err() != nil {
-				err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
-			}
-			var noTag *resolve.NoTagError
-			if err != nil && !errors.As(err, &noTag) {
-				return err
-			}
-			if noTag != nil {
-				res = noTag.Result
-			}
-			out := cmd.OutOrStdout()
-			var werr error
-			switch format {
-			case "json":
-				werr = writeJSON(out, res)
-			case "yaml":
-				werr = writeYAML(out, res)
-			default:
-				werr = res.WriteText(out, explain)
-			}
-			if werr != nil {
-				return werr
-			}
-			return err
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return rc.run(cmd, args[0]) },
 	}
-	f := cmd.Flags()
-	f.StringVar(&spec.Strategy, "strategy", "semver", "update strategy: "+resolve.StrategyAccepted)
-	f.StringVar(&spec.Strategy, "update-strategy", "semver", "alias of --strategy (argocd-image-updater's name)")
-	f.StringVar(&spec.Constraint, "constraint", "", "semver range (semver) or the tag to follow (digest)")
-	f.StringVar(&spec.Constraint, "semver-constraint", "", "alias of --constraint")
+	rc.addFlags(cmd.Flags())
+	return cmd
+}
+
+func (rc *resolveCommand) addFlags(f *pflag.FlagSet) {
+	f.StringVar(&rc.spec.Strategy, "strategy", "semver", "update strategy: "+resolve.StrategyAccepted)
+	f.StringVar(&rc.spec.Strategy, "update-strategy", "semver", "alias of --strategy (argocd-image-updater's name)")
+	f.StringVar(&rc.spec.Constraint, "constraint", "", "semver range (semver) or the tag to follow (digest)")
+	f.StringVar(&rc.spec.Constraint, "semver-constraint", "", "alias of --constraint")
 	for _, alias := range []string{"update-strategy", "semver-constraint"} {
 		_ = f.MarkHidden(alias) // aliases work, help lists each setting once
 	}
-	f.StringVar(&spec.AllowTags, "allow-tags", "", "regexp:EXPR, glob:PATTERN or any")
-	f.StringArrayVar(&spec.IgnoreTags, "ignore-tags", nil, "globs (comma-separated) or regexp:EXPR; repeatable")
-	f.StringSliceVar(&spec.Platforms, "platforms", nil, "platforms every chosen tag must have: os/arch[/variant],... (default: defaultPlatforms of the configuration, as for a render)")
-	f.BoolVar(&spec.PinDigest, "pin-digest", false, "write tag@sha256:digest")
-	f.BoolVar(&insecure, "insecure", false, "allow plain HTTP and unverified TLS for this registry")
-	f.StringVar(&app, "app", "", "Argo CD app name to resolve as (for registries whose credentials are scoped to apps)")
-	f.BoolVar(&explain, "explain", false, "show every candidate considered and why it won or was passed over")
-	f.StringVarP(&output, "output", "o", "text", "output format: text, json or yaml")
-	files = config.AddFileFlags(f)
-	return cmd
+	f.StringVar(&rc.spec.AllowTags, "allow-tags", "", "regexp:EXPR, glob:PATTERN or any")
+	f.StringArrayVar(&rc.spec.IgnoreTags, "ignore-tags", nil, "globs (comma-separated) or regexp:EXPR; repeatable")
+	f.StringSliceVar(&rc.spec.Platforms, "platforms", nil, "platforms every chosen tag must have: os/arch[/variant],... (default: defaultPlatforms of the configuration, as for a render)")
+	f.BoolVar(&rc.spec.PinDigest, "pin-digest", false, "write tag@sha256:digest")
+	f.BoolVar(&rc.insecure, "insecure", false, "allow plain HTTP and unverified TLS for this registry")
+	f.StringVar(&rc.app, "app", "", "Argo CD app name to resolve as (for registries whose credentials are scoped to apps)")
+	f.BoolVar(&rc.explain, "explain", false, "show every candidate considered and why it won or was passed over")
+	f.StringVarP(&rc.output, "output", "o", "text", "output format: text, json or yaml")
+	rc.files = config.AddFileFlags(f)
+}
+
+func (rc *resolveCommand) run(cmd *cobra.Command, image string) error {
+	format, err := outputFormat(rc.output, "")
+	if err != nil {
+		return err
+	}
+	repo, written, constraint, err := resolve.ParseImageSpec(image)
+	if err != nil {
+		return resolve.WithField(err, "IMAGE")
+	}
+	if constraint != "" && rc.spec.Constraint != "" && constraint != rc.spec.Constraint {
+		return &resolve.InputError{Field: "--constraint", Value: rc.spec.Constraint,
+			Accepted: fmt.Sprintf("either IMAGE's constraint %q or --constraint, not two different ones", constraint)}
+	}
+	cfg, err := rc.files.Load(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	policy, err := rc.policy(constraint, cfg)
+	if err != nil {
+		return err
+	}
+	res, err := rc.resolve(cmd.Context(), cfg, repo, written, policy)
+	var noTag *resolve.NoTagError
+	if err != nil && !errors.As(err, &noTag) {
+		return err
+	}
+	if noTag != nil {
+		res = noTag.Result
+	}
+	if werr := rc.write(cmd.OutOrStdout(), format, res); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// policy compiles the flags' policy, with IMAGE's constraint and, as a render
+// would, the operator's default platforms when none are named.
+func (rc *resolveCommand) policy(constraint string, cfg config.Config) (*resolve.Policy, error) {
+	spec := rc.spec
+	if spec.Constraint == "" {
+		spec.Constraint = constraint
+	}
+	if len(spec.Platforms) == 0 {
+		spec.Platforms = resolve.PlatformStrings(cfg.DefaultPlatforms)
+	}
+	policy, err := spec.Compile()
+	if err != nil {
+		return nil, flagError(err)
+	}
+	return policy, nil
+}
+
+// resolve reads the registry directly, within the same bound as a render's: a
+// registry that accepts and never answers costs at most renderTimeout.
+func (rc *resolveCommand) resolve(ctx context.Context, cfg config.Config, repo name.Repository, written string, policy *resolve.Policy) (*resolve.Result, error) {
+	var remoteOpts []resolve.RemoteOption
+	if rc.insecure {
+		remoteOpts = append(remoteOpts, resolve.WithInsecure(true))
+	}
+	resolver, err := compose.NewDirectResolver(cfg, nil, remoteOpts...)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, cfg.RenderTimeout,
+		fmt.Errorf("the resolution did not finish within %s (renderTimeout)", cfg.RenderTimeout))
+	defer cancel()
+	if rc.app != "" {
+		ctx = resolve.WithApp(ctx, rc.app)
+	}
+	res, err := resolver.Resolve(ctx, repo, written, policy)
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
+	}
+	return res, err
+}
+
+func (rc *resolveCommand) write(out io.Writer, format string, res *resolve.Result) error {
+	switch format {
+	case "json":
+		return writeJSON(out, res)
+	case "yaml":
+		return writeYAML(out, res)
+	}
+	return res.WriteText(out, rc.explain)
 }
 
 // flagError names the flag that set the policy field an input error is about.

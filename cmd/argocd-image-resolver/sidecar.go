@@ -104,31 +104,11 @@ func runSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, argv [
 		return 1, fmt.Errorf("daemon: %w", err)
 	}
 
-	child := exec.Command(argv[0], argv[1:]...)
-	child.Env = append(os.Environ(), api.SocketEnv+"="+cfg.Socket)
-	child.Stdout, child.Stderr = stdout, stderr
-	setParentDeathSignal(child)
-	started := make(chan error, 1)
-	childDone := make(chan error, 1)
-	go func() {
-		// The parent-death signal fires when the thread that started the child
-		// exits, not the process (go.dev/issue/27505). Go ends a thread when a
-		// goroutine locked to it returns still locked, which any goroutine that
-		// once ran on this thread could do; locking it here until the child is
-		// reaped keeps it ours, so only the sidecar's death kills the CMP server.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := child.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		childDone <- child.Wait()
-	}()
-	if err := <-started; err != nil {
+	child, childDone, err := startChild(argv, cfg.Socket, stdout, stderr)
+	if err != nil {
 		stopDaemon()
 		<-daemonDone
-		return 1, fmt.Errorf("starting %s: %w", argv[0], err)
+		return 1, err
 	}
 	log.Info("cmp server started", "command", argv[0], "pid", child.Process.Pid, "socket", cfg.Socket)
 
@@ -192,6 +172,36 @@ func runSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, argv [
 			return 1, fmt.Errorf("daemon: %w; cmp server stopped so that the container restarts", err)
 		}
 	}
+}
+
+// startChild starts the CMP server argv with the daemon's socket in its
+// environment; childDone receives its Wait.
+func startChild(argv []string, socket string, stdout, stderr io.Writer) (child *exec.Cmd, childDone <-chan error, err error) {
+	child = exec.Command(argv[0], argv[1:]...)
+	child.Env = append(os.Environ(), api.SocketEnv+"="+socket)
+	child.Stdout, child.Stderr = stdout, stderr
+	setParentDeathSignal(child)
+	started := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() {
+		// The parent-death signal fires when the thread that started the child
+		// exits, not the process (go.dev/issue/27505). Go ends a thread when a
+		// goroutine locked to it returns still locked, which any goroutine that
+		// once ran on this thread could do; locking it here until the child is
+		// reaped keeps it ours, so only the sidecar's death kills the CMP server.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := child.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		done <- child.Wait()
+	}()
+	if err := <-started; err != nil {
+		return nil, nil, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	return child, done, nil
 }
 
 // exitStatus returns a process's exit status as a shell reports it (128+N when
