@@ -121,22 +121,55 @@ func (r *remoteFetcher) fetchGit(t *remoteTree, spec *remoteSpec) error {
 	if !remoteHostsAllow(r.hosts, spec.repo) {
 		return r.notAllowed(spec.repo)
 	}
-	ep, err := transport.NewEndpoint(shown) // no credentials: they are not sent
+	pack, want, err := r.fetchPack(shown, spec.ref)
 	if err != nil {
 		return fail(err)
 	}
-	sess, err := githttp.NewClient(r.client).NewUploadPackSession(ep, nil)
+	st := &heldStorage{Storage: memory.NewStorage(), f: r}
+	defer st.release()
+	commit, err := r.unpackCommit(st, pack, want)
 	if err != nil {
 		return fail(err)
+	}
+	pack = nil
+	tree, err := commit.Tree()
+	if err != nil {
+		return fail(err)
+	}
+	t.id = treeID("git " + shown + " " + commit.Hash.String())
+	t.commit = commit.Hash.String()
+	if err := r.holdTreeFiles(t.id, tree); err != nil {
+		return fail(err)
+	}
+	if spec.sub != "" && !r.mem.IsDir("/"+t.id+"/"+spec.sub) {
+		return fail(fmt.Errorf("it has no directory %s", spec.sub))
+	}
+	t.sub = spec.sub
+	return nil
+}
+
+// fetchPack asks the repository at shown (no credentials: they are not sent) for
+// the commit ref names, "" for the default branch, at depth 1 where the server
+// allows it, and returns the pack whole with the commit's hash. The pack is read
+// whole (within the network bound) and its objects' sizes are checked before any
+// is unpacked: a few KiB of pack can inflate to gigabytes.
+func (r *remoteFetcher) fetchPack(shown, ref string) ([]byte, plumbing.Hash, error) {
+	ep, err := transport.NewEndpoint(shown) // no credentials: they are not sent
+	if err != nil {
+		return nil, plumbing.ZeroHash, err
+	}
+	sess, err := githttp.NewClient(r.client).NewUploadPackSession(ep, nil)
+	if err != nil {
+		return nil, plumbing.ZeroHash, err
 	}
 	defer sess.Close()
 	ar, err := sess.AdvertisedReferencesContext(r.ctx)
 	if err != nil {
-		return fail(r.gitError(err))
+		return nil, plumbing.ZeroHash, r.gitError(err)
 	}
-	want, err := pickRef(ar, spec.ref)
+	want, err := pickRef(ar, ref)
 	if err != nil {
-		return fail(err)
+		return nil, plumbing.ZeroHash, err
 	}
 	req := packp.NewUploadPackRequestFromCapabilities(ar.Capabilities)
 	req.Wants = []plumbing.Hash{want}
@@ -149,36 +182,32 @@ func (r *remoteFetcher) fetchGit(t *remoteTree, spec *remoteSpec) error {
 	}
 	resp, err := sess.UploadPack(r.ctx, req)
 	if err != nil {
-		return fail(r.gitError(err))
+		return nil, plumbing.ZeroHash, r.gitError(err)
 	}
 	defer resp.Close()
-	// The pack is read whole (within the network bound) and its objects' sizes are
-	// checked before any is unpacked: a few KiB of pack can inflate to gigabytes.
 	pack, err := io.ReadAll(demuxSideband(req.Capabilities, resp))
 	if err != nil {
-		return fail(r.gitError(err))
+		return nil, plumbing.ZeroHash, r.gitError(err)
 	}
 	if err := checkPackSizes(pack); err != nil {
-		return fail(err)
+		return nil, plumbing.ZeroHash, err
 	}
-	st := &heldStorage{Storage: memory.NewStorage(), f: r}
-	defer st.release()
+	return pack, want, nil
+}
+
+// unpackCommit unpacks pack into st and returns the commit want names.
+func (r *remoteFetcher) unpackCommit(st *heldStorage, pack []byte, want plumbing.Hash) (*gitobject.Commit, error) {
 	if err := packfile.UpdateObjectStorage(st, bytes.NewReader(pack)); err != nil {
-		return fail(r.gitError(err))
+		return nil, r.gitError(err)
 	}
-	pack = nil
-	commit, err := commitOf(st, want)
-	if err != nil {
-		return fail(err)
-	}
-	tree, err := commit.Tree()
-	if err != nil {
-		return fail(err)
-	}
-	t.id = treeID("git " + shown + " " + commit.Hash.String())
-	t.commit = commit.Hash.String()
+	return commitOf(st, want)
+}
+
+// holdTreeFiles writes tree's regular and executable files into memory under
+// /id/, within the sidecar's bounds on their count and sizes.
+func (r *remoteFetcher) holdTreeFiles(id string, tree *gitobject.Tree) error {
 	files := 0
-	err = tree.Files().ForEach(func(f *gitobject.File) error {
+	return tree.Files().ForEach(func(f *gitobject.File) error {
 		if f.Mode != filemode.Regular && f.Mode != filemode.Executable {
 			return nil
 		}
@@ -203,16 +232,8 @@ func (r *remoteFetcher) fetchGit(t *remoteTree, spec *remoteSpec) error {
 		if err != nil {
 			return err
 		}
-		return r.mem.WriteFile("/"+t.id+"/"+f.Name, data)
+		return r.mem.WriteFile("/"+id+"/"+f.Name, data)
 	})
-	if err != nil {
-		return fail(err)
-	}
-	if spec.sub != "" && !r.mem.IsDir("/"+t.id+"/"+spec.sub) {
-		return fail(fmt.Errorf("it has no directory %s", spec.sub))
-	}
-	t.sub = spec.sub
-	return nil
 }
 
 // checkPackSizes refuses a pack whose objects, unpacked, would exceed a file's
