@@ -15,8 +15,10 @@ import (
 // caller's: a cold resolution (a newest-build over a thousand tags) goes on after
 // the render that started it gave up at its deadline, so that Argo CD's retry is
 // answered from the filled registry view instead of starting over and giving up
-// again. Identical requests of one app share one resolution (singleflight); each
-// is bounded by timeout and stopped when the daemon stops.
+// again. Identical requests of one app in flight, from one batch or from
+// concurrent callers, share one resolution (singleflight): a render's two fields of
+// one image reach the registry view once. Each is bounded by timeout and stopped
+// when the daemon stops.
 type detachedBatch struct {
 	resolver *resolve.Resolver
 	timeout  time.Duration
