@@ -40,7 +40,7 @@ func (r *Resolver) newInspector(ctx context.Context, repo name.Repository, p *Po
 func (in *inspector) page(tags []string) {
 	var allowed []string
 	for _, t := range tags {
-		if ociTagOK(t) {
+		if ociTagOK(t) && !IsArtifactTag(t) {
 			if ok, _ := in.p.allowed(t); ok {
 				allowed = append(allowed, t)
 			}

@@ -54,6 +54,8 @@ type PolicySpec struct {
 	IgnoreTags []string
 	Platforms  []string
 	PinDigest  bool
+	// Verify requires the chosen tag to be signed (zero: no signature check).
+	Verify VerifySpec
 }
 
 // Policy is a checked policy, ready to resolve with. It can only be made by
@@ -68,6 +70,7 @@ type Policy struct {
 	ignore     []TagMatcher
 	platforms  []Platform
 	pinDigest  bool
+	trust      *Trust // nil: no signature required by the policy itself
 	warnings   []string
 }
 
@@ -119,6 +122,9 @@ func (s PolicySpec) Compile() (*Policy, error) {
 	if p.platforms, err = ParsePlatforms(s.Platforms...); err != nil {
 		return nil, err
 	}
+	if p.trust, err = s.Verify.Compile(); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -150,6 +156,10 @@ func (p *Policy) IgnoreTags() []TagMatcher { return slices.Clone(p.ignore) }
 // PinDigest says whether references are written tag@digest.
 func (p *Policy) PinDigest() bool { return p.pinDigest }
 
+// Trust is the signature the policy itself requires (nil: none). An operator's
+// requirement for the registry is added at resolution (WithRequiredTrust).
+func (p *Policy) Trust() *Trust { return p.trust }
+
 // Warnings are about accepted but deprecated values.
 func (p *Policy) Warnings() []string { return slices.Clone(p.warnings) }
 
@@ -159,8 +169,8 @@ func (p *Policy) String() string {
 	for _, m := range p.ignore {
 		ignore = append(ignore, m.String())
 	}
-	return fmt.Sprintf("%s|%s|%s|%q|%q|%t", p.strategy, p.constraint, p.allow.String(), ignore,
-		PlatformStrings(p.platforms), p.pinDigest)
+	return fmt.Sprintf("%s|%s|%s|%q|%q|%t|%s", p.strategy, p.constraint, p.allow.String(), ignore,
+		PlatformStrings(p.platforms), p.pinDigest, p.trust.String())
 }
 
 // WithPlatforms returns a copy of the policy requiring the given platforms.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +41,9 @@ type Result struct {
 	// Stale lists the cached answers past their TTL this result was built on because
 	// the registry failed (stale-if-error); empty when everything was fresh.
 	Stale []string `json:"stale,omitempty"`
+	// Verified names the signature the chosen tag carries, when a signature was
+	// required (by the policy or the operator's requireSignature).
+	Verified *Verified `json:"verified,omitempty"`
 	// InvalidTags is how many listed tags broke the OCI tag grammar
 	// ([A-Za-z0-9_][A-Za-z0-9._-]{0,127}) and were skipped before any filter or
 	// strategy saw them (a Warning says so, quoting at most one, truncated).
@@ -90,6 +92,10 @@ type Resolver struct {
 	concurrency int
 	authorizers []Authorizer
 	observers   []Observer
+
+	verifier         SignatureVerifier
+	requiredTrust    RequiredTrust
+	verifyCandidates int
 
 	// slots bounds the tags inspected at once per registry host across every
 	// resolution of this Resolver (concurrency each): 500 cold resolutions at once
@@ -140,9 +146,36 @@ func WithConcurrency(n int) ResolverOption {
 	return func(r *Resolver) { r.concurrency = max(n, 1) }
 }
 
+// RequiredTrust returns the operator's signature requirement for a repository
+// (nil: none) and who set it, for messages (`registries entry "ghcr.io/org"`).
+type RequiredTrust func(repo name.Repository) (t *Trust, by string)
+
+// WithSignatureVerifier sets how candidates' signatures are checked when a policy
+// or the operator requires one. Without it such a resolution fails with an error
+// saying signatures cannot be checked: never an unchecked tag.
+func WithSignatureVerifier(v SignatureVerifier) ResolverOption {
+	return func(r *Resolver) { r.verifier = v }
+}
+
+// WithRequiredTrust adds the operator's per-registry requirement to every policy
+// (an app's own verify narrows it; a conflict is an input error).
+func WithRequiredTrust(f RequiredTrust) ResolverOption {
+	return func(r *Resolver) { r.requiredTrust = f }
+}
+
+// WithVerifyCandidates bounds the candidates one resolution checks for a signature
+// (default DefaultVerifyCandidates).
+func WithVerifyCandidates(n int) ResolverOption {
+	return func(r *Resolver) {
+		if n > 0 {
+			r.verifyCandidates = n
+		}
+	}
+}
+
 // NewResolver returns a Resolver reading from reg.
 func NewResolver(reg Registry, opts ...ResolverOption) *Resolver {
-	r := &Resolver{reg: reg, concurrency: 8, slots: map[string]chan struct{}{}}
+	r := &Resolver{reg: reg, concurrency: 8, slots: map[string]chan struct{}{}, verifyCandidates: DefaultVerifyCandidates}
 	for _, o := range opts {
 		o(r)
 	}
@@ -191,10 +224,15 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 	if res.Image == "" {
 		res.Image = repo.String()
 	}
+	trust, err := r.trustFor(repo, p)
+	if err != nil {
+		return nil, err
+	}
 
 	in := r.newInspector(ctx, repo, p)
 	defer in.stop()
 	var tags []string
+	var listed map[string]bool // nil when the repository was not listed
 	if p.strategy == Digest {
 		// Only one tag can win: no need to list the repository.
 		tags = []string{p.constraint}
@@ -204,16 +242,23 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 			// Every candidate's metadata is needed: start reading it as pages come.
 			lctx = withTagPages(ctx, in.page)
 		}
-		var err error
 		if tags, err = r.reg.ListTags(lctx, repo); err != nil {
 			return nil, err
+		}
+		if trust != nil {
+			listed = make(map[string]bool, len(tags))
+			for _, t := range tags {
+				listed[t] = true
+			}
 		}
 		tags = skipInvalidTags(res, tags)
 	}
 
 	var allowed []string
 	for _, t := range tags {
-		if ok, why := p.allowed(t); ok {
+		if IsArtifactTag(t) {
+			res.Rejected = append(res.Rejected, Rejection{Tag: t, Reason: artifactTagReason})
+		} else if ok, why := p.allowed(t); ok {
 			allowed = append(allowed, t)
 		} else {
 			res.Rejected = append(res.Rejected, Rejection{Tag: t, Reason: why})
@@ -229,57 +274,26 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 	if len(ordered) == 0 {
 		return nil, &NoTagError{Image: res.Image, Reason: noCandidateReason(p, len(tags), len(allowed)), Result: res}
 	}
+	w := walk{r: r, in: in, repo: repo, p: p, trust: trust, listed: listed, res: res}
+	return w.run(ctx, ordered)
+}
 
-	for _, t := range ordered {
-		info := in.info(t)
-		if info == nil && len(p.platforms) > 0 {
-			if info, err = inspect(ctx, r.reg, repo, t, false, p.platforms); err != nil {
-				return nil, r.digestTagMissing(p, res, err)
-			}
-		}
-		if len(p.platforms) > 0 {
-			if missing := missingPlatforms(info.Platforms, p.platforms); len(missing) > 0 {
-				skip := Skip{Tag: t, Platforms: PlatformStrings(info.Platforms), Missing: PlatformStrings(missing),
-					Reason: fmt.Sprintf("no manifest for %s (has %s)", joinPlatforms(missing), joinPlatforms(info.Platforms))}
-				res.Skipped = append(res.Skipped, skip)
-				res.Considered = append(res.Considered, Consideration{Tag: t, Outcome: "skipped", Reason: skip.Reason,
-					Platforms: info.Platforms, Created: info.Created})
-				continue
-			}
-		}
-		pinned := p.pinDigest || p.strategy == Digest
-		if info == nil {
-			d, err := r.reg.Head(ctx, repo, t)
-			if err != nil {
-				return nil, r.digestTagMissing(p, res, err)
-			}
-			if pinned {
-				// The HEAD's digest is the registry's Docker-Content-Digest header:
-				// confirm it by the manifest's own bytes before pinning it.
-				if err := r.confirmDigest(ctx, repo, res.Image+":"+t, d.Digest); err != nil {
-					return nil, err
-				}
-			}
-			info = &TagInfo{Digest: d.Digest, MediaType: d.MediaType}
-		}
-		res.Tag, res.Digest = t, info.Digest.String()
-		res.Pinned = pinned
-		res.Reference = res.ReferenceFor(res.Image)
-		res.Considered = append(res.Considered, Consideration{Tag: t, Outcome: "chosen",
-			Reason: chosenReason(p), Platforms: info.Platforms, Created: info.Created})
-		return res, nil
+// trustFor is the signature requirement of a resolution: the operator's for the
+// repository's registry, narrowed by the policy's own.
+func (r *Resolver) trustFor(repo name.Repository, p *Policy) (*Trust, error) {
+	var required *Trust
+	var by string
+	if r.requiredTrust != nil {
+		required, by = r.requiredTrust(repo)
 	}
-	var has []string
-	for i, sk := range res.Skipped {
-		if i == 5 {
-			has = append(has, fmt.Sprintf("and %d more", len(res.Skipped)-i))
-			break
-		}
-		has = append(has, fmt.Sprintf("%s has %s", sk.Tag, strings.Join(sk.Platforms, ",")))
+	trust, err := MergeTrust(required, by, p.trust)
+	if err != nil {
+		return nil, err
 	}
-	return nil, &NoTagError{Image: res.Image, Result: res,
-		Reason: fmt.Sprintf("none of %d candidates has every required platform (%s): %s",
-			len(ordered), joinPlatforms(p.platforms), strings.Join(has, "; "))}
+	if trust != nil && r.verifier == nil {
+		return nil, fmt.Errorf("%s requires a signature (%s), but this resolver has no signature verifier", repo, trust.Describe())
+	}
+	return trust, nil
 }
 
 // inspectSlots is the bound of tags inspected at once on a registry host.
