@@ -2,6 +2,7 @@ package resolve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -309,3 +310,15 @@ var artifactTagGrammar = regexp.MustCompile(`^sha(256|512)-[a-f0-9]{64,128}`)
 
 // artifactTagReason is the rejection reason of IsArtifactTag's tags.
 const artifactTagReason = "a signature, attestation or SBOM tag (never a candidate)"
+
+// ReferrersLister is a Registry that can list the manifests referring to a digest
+// (the OCI 1.1 referrers API, GET /v2/<repo>/referrers/<digest>). Referrers returns
+// the registry's image index of them, or an error wrapping ErrReferrersUnsupported
+// when the registry has no referrers API (404, 400, 406, or an answer that is not
+// an image index): the caller then falls back to the referrers tag schema.
+type ReferrersLister interface {
+	Referrers(ctx context.Context, repo name.Repository, digest v1.Hash) (*Manifest, error)
+}
+
+// ErrReferrersUnsupported says a registry has no referrers API.
+var ErrReferrersUnsupported = errors.New("the registry has no referrers API")
