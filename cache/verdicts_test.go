@@ -322,3 +322,34 @@ func rawVerdict(t *testing.T, payload string) []byte {
 	c.payload = func(string, resolve.Verdict) ([]byte, bool) { return []byte(payload), true }
 	return mustEncode(t, c, "", resolve.Verdict{})
 }
+
+// BenchmarkVerdicts: a warm lookup (memory) and a cold one (memory missed, one
+// Redis round trip on loopback).
+func BenchmarkVerdicts(b *testing.B) {
+	rs := redistest.Start(b)
+	m := NewMetrics()
+	rd, err := NewRedis(RedisOptions{Addr: rs.Addr, Timeout: healthyRedisTimeout, DialTimeout: healthyRedisTimeout, Logger: slog.New(slog.DiscardHandler)}, m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rd.Close()
+	ctx := context.Background()
+	writer := NewVerdicts(VerdictOptions{Redis: rd, Metrics: m})
+	const key = "ghcr.io/org/web@" + signedDigest + `|keyless:["regexp:^https://github.com/org/"]|["https://token.actions.githubusercontent.com"]`
+	writer.SetVerdict(ctx, key, signed, time.Hour)
+	b.Run("warm", func(b *testing.B) {
+		for b.Loop() {
+			if _, ok := writer.GetVerdict(ctx, key); !ok {
+				b.Fatal("miss")
+			}
+		}
+	})
+	b.Run("redis", func(b *testing.B) {
+		for b.Loop() {
+			reader := NewVerdicts(VerdictOptions{Redis: rd, Metrics: m, MaxEntries: 1})
+			if _, ok := reader.GetVerdict(ctx, key); !ok {
+				b.Fatal("miss")
+			}
+		}
+	})
+}
