@@ -92,6 +92,10 @@ type Config struct {
 	// (config/redis.go); no address: none.
 	Redis RedisConfig
 
+	// Trust is how signatures are checked (config/trust.go): the operator's named
+	// public keys, the Sigstore trusted root, and the bounds of verification.
+	Trust TrustConfig
+
 	// RenderTimeout bounds one render (policy, sources, resolution, rewrite), below
 	// Argo CD's 90s exec timeout for a plugin, so that a render that cannot finish
 	// says why instead of being killed.
@@ -156,6 +160,7 @@ func DefaultConfig() Config {
 		MaxTrackedApps:        DefaultMaxTrackedApps,
 		RenderTimeout:         DefaultRenderTimeout,
 		Redis:                 DefaultRedisConfig(),
+		Trust:                 DefaultTrustConfig(),
 		RenderWorkers:         DefaultRenderWorkers,
 		RenderWorkerMemory:    render.DefaultWorkerMemory,
 		TagListMaxPages:       resolve.DefaultMaxTagPages,

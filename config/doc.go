@@ -5,7 +5,7 @@
 // environment variables, then flags (Flags.Load, Load); the parsing of each value;
 // and the validation of the whole (Validate). It is data: besides the values it
 // only reads, when they are used, the secret files the settings name
-// (GitConfig.AuthFor and Signer, RedisConfig.TLSConfig and Password), so that a
-// rotated one is picked up. The parts the settings describe are made from a Config
+// (GitConfig.AuthFor and Signer, RedisConfig.TLSConfig and Password,
+// TrustConfig.PublicKeys), so that a rotated one is picked up. The parts the settings describe are made from a Config
 // by package compose.
 package config

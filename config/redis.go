@@ -70,17 +70,7 @@ func redisSettings() []Setting {
 		}
 	}
 	boolean := func(key, env, flag, usage string, field func(*Config) *bool) Setting {
-		return Setting{Key: redisSection + key, Env: env, Flag: flag, Usage: usage, Type: "bool",
-			set: func(c *Config, v string) error {
-				b, err := strconv.ParseBool(strings.TrimSpace(v))
-				if err != nil {
-					return &resolve.InputError{Value: v, Accepted: "true or false"}
-				}
-				*field(c) = b
-				return nil
-			},
-			get: func(c *Config) string { return strconv.FormatBool(*field(c)) },
-		}
+		return boolSetting(redisSection+key, env, flag, usage, field)
 	}
 	timeout := func(key, env, flag, usage string, field func(*Config) *time.Duration, lo, hi time.Duration) Setting {
 		s := durationSetting(redisSection+key, env, flag, usage, field, lo)
@@ -148,13 +138,22 @@ func checkKeyPrefix(v string) error {
 // parseRedis reads the redis: section of a configuration file: the redis.*
 // settings by their key in the section.
 func (c *Config) parseRedis(source string, raw json.RawMessage) error {
+	return c.parseSection(source, redisSection, redisSettings(), raw, nil)
+}
+
+// parseSection reads a section of a configuration file (section is its name with
+// a dot: "redis."): each key is the setting section+key of settings, given a
+// scalar; special reads the keys whose value is not one (nil: none).
+func (c *Config) parseSection(source, section string, settings []Setting, raw json.RawMessage,
+	special map[string]func(field string, v json.RawMessage) error) error {
+	name := strings.TrimSuffix(section, ".")
 	var sec map[string]json.RawMessage
 	var keys []string
-	for _, s := range redisSettings() {
-		keys = append(keys, strings.TrimPrefix(s.Key, redisSection))
+	for _, s := range settings {
+		keys = append(keys, strings.TrimPrefix(s.Key, section))
 	}
 	if err := json.Unmarshal(raw, &sec); err != nil {
-		return &resolve.InputError{Field: source + ": redis", Value: string(raw), Accepted: "a mapping with keys " + strings.Join(keys, ", ")}
+		return &resolve.InputError{Field: source + ": " + name, Value: string(raw), Accepted: "a mapping with keys " + strings.Join(keys, ", ")}
 	}
 	names := make([]string, 0, len(sec))
 	for k := range sec {
@@ -162,11 +161,17 @@ func (c *Config) parseRedis(source string, raw json.RawMessage) error {
 	}
 	slices.Sort(names)
 	for _, k := range names {
-		field := source + ": redis." + k
+		field := source + ": " + section + k
 		if !slices.Contains(keys, k) {
-			return fmt.Errorf("config %s: unknown key redis.%s (accepted: %s)", source, k, strings.Join(keys, ", "))
+			return fmt.Errorf("config %s: unknown key %s%s (accepted: %s)", source, section, k, strings.Join(keys, ", "))
 		}
 		v := sec[k]
+		if f := special[k]; f != nil {
+			if err := f(field, v); err != nil {
+				return err
+			}
+			continue
+		}
 		var b bool
 		s, err := scalar(v)
 		if err != nil && json.Unmarshal(v, &b) == nil {
@@ -175,7 +180,7 @@ func (c *Config) parseRedis(source string, raw json.RawMessage) error {
 		if err != nil {
 			return &resolve.InputError{Field: field, Value: string(v), Accepted: "a single value"}
 		}
-		if err := c.Set(redisSection+k, s, field); err != nil {
+		if err := c.Set(section+k, s, field); err != nil {
 			return err
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -74,10 +76,12 @@ func FuzzRegistriesFile(f *testing.F) {
 				t.Fatalf("error does not name the file: %v", err)
 			}
 		} else {
+			table := resolve.NewRegistryTable(regs)
 			for _, r := range regs {
 				if r.Prefix == "" {
 					t.Fatalf("registry without a prefix: %+v", r)
 				}
+				checkRequirement(t, table, r)
 			}
 		}
 		path := filepath.Join(t.TempDir(), "registries.yaml")
@@ -87,6 +91,24 @@ func FuzzRegistriesFile(f *testing.F) {
 		c, err := loadWith(t, map[string]string{RegistriesConfigEnv: path})
 		checkLoaded(t, c, err)
 	})
+}
+
+// checkRequirement: under an entry of a registries file ParseRegistries accepted,
+// the table requires a signature exactly when the entry or a broader one does,
+// and never fails closed (an accepted file's requirements compile and merge).
+func checkRequirement(t *testing.T, table resolve.RegistryTable, r resolve.RegistryConfig) {
+	t.Helper()
+	repo, err := name.NewRepository(r.Prefix + "/fuzz")
+	if err != nil {
+		return
+	}
+	trust, by := table.RequiredTrust(repo)
+	if r.RequireSignature != nil && trust == nil {
+		t.Fatalf("entry %s requires %+v; the table requires nothing", r.Prefix, *r.RequireSignature)
+	}
+	if strings.Contains(by, "invalid") {
+		t.Fatalf("accepted entry %s fails closed: %s", r.Prefix, by)
+	}
 }
 
 // FuzzConfigFile: a configuration file loads to a configuration that validates, or

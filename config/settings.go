@@ -79,6 +79,20 @@ func intSetting(key, env, flag, usage string, field func(*Config) *int) Setting 
 	}
 }
 
+func boolSetting(key, env, flag, usage string, field func(*Config) *bool) Setting {
+	return Setting{Key: key, Env: env, Flag: flag, Usage: usage, Type: "bool",
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			if err != nil {
+				return &resolve.InputError{Value: v, Accepted: "true or false"}
+			}
+			*field(c) = b
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatBool(*field(c)) },
+	}
+}
+
 func sizeSetting(key, env, flag, usage string, field func(*Config) *int64) Setting {
 	return Setting{Key: key, Env: env, Flag: flag, Usage: usage, Type: "bytes",
 		set: func(c *Config, v string) error {
@@ -153,6 +167,14 @@ redis:                                 # the registry view shared by several rep
   dialTimeout: 200ms                   # past these the daemon goes on without Redis until it answers
   timeout: 200ms
   contentTTL: 24h                      # manifests and configs by digest
+trust:                                 # signatures: policies' verify, registries entries' requireSignature
+  keys: {}                             # public keys by name, e.g. {release: /etc/argocd-image-resolver/keys/release.pub}
+  trustedRoot: ""                      # Sigstore trusted_root.json, needed by keyless requirements
+  requireTlog: true                    # a keyless signature needs its transparency-log entry
+  requireSCT: true                     # and its certificate a signed certificate timestamp
+  verifyCandidates: 20                 # candidates checked for a signature in one resolution at most
+  maxReferrers: 128                    # referrers of one image read at most
+  maxSignatureBytes: 1MiB              # bytes of one signature manifest, bundle or layer at most
 `
 
 // Settings lists every configuration value with its YAML key, environment variable
@@ -360,7 +382,7 @@ func Settings() []Setting {
 				return nil
 			},
 			get: func(c *Config) string { return strconv.Itoa(c.MaxTrackedApps) }},
-	}, redisSettings()...)
+	}, append(redisSettings(), trustSettings()...)...)
 }
 
 func settingByKey(key string) (Setting, bool) {

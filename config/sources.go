@@ -24,11 +24,11 @@ import (
 func fileKeys() []string {
 	var keys []string
 	for _, s := range Settings() {
-		if !strings.HasPrefix(s.Key, redisSection) { // the redis: section's
+		if !strings.HasPrefix(s.Key, redisSection) && !strings.HasPrefix(s.Key, trustSection) { // the sections'
 			keys = append(keys, s.Key)
 		}
 	}
-	return append(keys, "registries", "git", "redis")
+	return append(keys, "registries", "git", "redis", "trust")
 }
 
 // LoadFile applies a YAML configuration file. Unknown keys are errors; bad values
@@ -84,6 +84,10 @@ func (c *Config) ParseFile(source string, raw []byte) error {
 			}
 		case "redis":
 			if err := c.parseRedis(source, v); err != nil {
+				return err
+			}
+		case "trust":
+			if err := c.parseTrust(source, v); err != nil {
 				return err
 			}
 		case "git":
@@ -230,6 +234,9 @@ func (c *Config) Validate() error {
 		seen[cp.Registry] = true
 	}
 	if err := c.Redis.Validate(); err != nil {
+		return err
+	}
+	if err := c.Trust.Validate(c.Registries); err != nil {
 		return err
 	}
 	return c.Git.Validate()
