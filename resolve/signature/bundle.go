@@ -93,7 +93,7 @@ func (v *Verifier) verifyEntity(e verify.SignedEntity, s resolve.Subject, c *che
 	}
 	res, err := c.sv.Verify(e, verify.NewPolicy(verify.WithArtifactDigest(alg, digest), c.policy))
 	if err != nil {
-		return nil, prioOther, "signature does not verify: " + short(err)
+		return nil, prioOther, "signature does not verify: " + strings.TrimPrefix(short(err), "failed to verify signature: ")
 	}
 	if !c.t.Keyless() {
 		return &resolve.Verified{Key: c.t.Key, Digest: s.Digest.String()}, 0, ""
