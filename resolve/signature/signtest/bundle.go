@@ -211,4 +211,3 @@ func (s *Signer) set(tle *protorekor.TransparencyLogEntry) ([]byte, error) {
 	}
 	return set, nil
 }
-
