@@ -20,6 +20,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"sync"
@@ -144,4 +145,33 @@ func (s *Signer) PublicKeys(names ...string) (map[string]crypto.PublicKey, error
 		out[n] = pub
 	}
 	return out, nil
+}
+
+// TrustedRootJSON is the virtual Sigstore as a trusted_root.json, what an
+// operator gives the daemon (trust.trustedRoot).
+func (s *Signer) TrustedRootJSON() ([]byte, error) {
+	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, s.vs.FulcioCertificateAuthorities(), rawLogIDs(s.vs.CTLogs()),
+		s.vs.TimestampingAuthorities(), rawLogIDs(s.vs.RekorLogs()))
+	if err != nil {
+		return nil, fmt.Errorf("signtest: trusted root: %w", err)
+	}
+	b, err := tr.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("signtest: trusted root: %w", err)
+	}
+	return b, nil
+}
+
+// rawLogIDs copies the virtual Sigstore's logs with their IDs as raw bytes, as a
+// trusted_root.json has them (the virtual logs' IDs are hex text).
+func rawLogIDs(logs map[string]*root.TransparencyLog) map[string]*root.TransparencyLog {
+	out := make(map[string]*root.TransparencyLog, len(logs))
+	for k, l := range logs {
+		c := *l
+		if id, err := hex.DecodeString(string(l.ID)); err == nil {
+			c.ID = id
+		}
+		out[k] = &c
+	}
+	return out
 }
