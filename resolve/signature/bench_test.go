@@ -65,7 +65,9 @@ func (m *memRegistry) Blob(_ context.Context, _ name.Repository, d v1.Hash) ([]b
 // noCache never has a verdict.
 type noCache struct{}
 
-func (noCache) GetVerdict(context.Context, string) (resolve.Verdict, bool)        { return resolve.Verdict{}, false }
+func (noCache) GetVerdict(context.Context, string) (resolve.Verdict, bool) {
+	return resolve.Verdict{}, false
+}
 func (noCache) SetVerdict(context.Context, string, resolve.Verdict, time.Duration) {}
 
 // One keyless bundle verified from bytes already in memory, every time (no
