@@ -79,7 +79,10 @@ type Registry struct {
 	bgSem  chan struct{}
 }
 
-var _ resolve.Registry = (*Registry)(nil)
+var (
+	_ resolve.Registry        = (*Registry)(nil)
+	_ resolve.ReferrersLister = (*Registry)(nil)
+)
 
 type options struct {
 	tagTTL, headTTL   time.Duration
@@ -348,6 +351,18 @@ func (r *Registry) Blob(ctx context.Context, repo name.Repository, digest v1.Has
 		}
 		return compact(b), nil
 	})
+}
+
+// Referrers lists the manifests referring to digest through the inner registry
+// when it can (resolve.ReferrersLister), else fails with an error wrapping
+// resolve.ErrReferrersUnsupported. Lists are not cached here: they change when a
+// signature is added, and the signature verifier caches its verdicts instead.
+func (r *Registry) Referrers(ctx context.Context, repo name.Repository, digest v1.Hash) (*resolve.Manifest, error) {
+	rl, ok := r.inner.(resolve.ReferrersLister)
+	if !ok {
+		return nil, fmt.Errorf("%s: the cache's registry client cannot list referrers: %w", repo.Digest(digest.String()), resolve.ErrReferrersUnsupported)
+	}
+	return rl.Referrers(ctx, repo, digest)
 }
 
 // compact drops the spare capacity a read left behind, which the LRU would hold

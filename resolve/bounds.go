@@ -146,6 +146,8 @@ type boundedTransport struct {
 	header       time.Duration
 	overall      time.Duration
 	maxPageBytes int64
+	// maxReferrersBytes caps referrers lists (referrers.go); 0: none.
+	maxReferrersBytes int64
 }
 
 func isTagList(req *http.Request) bool {
@@ -183,7 +185,10 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	b := &boundedBody{rc: resp.Body, ctx: ctx, parent: req.Context(), release: release}
 	if t.maxPageBytes > 0 && isTagList(req) {
-		b.limit = t.maxPageBytes
+		b.limit, b.limitErr = t.maxPageBytes, &pageBytesError{max: t.maxPageBytes}
+	}
+	if t.maxReferrersBytes > 0 && isReferrers(req) {
+		b.limit, b.limitErr = t.maxReferrersBytes, &referrersBytesError{max: t.maxReferrersBytes}
 	}
 	if resp.StatusCode >= 400 {
 		// An error body only feeds a message (go-containerregistry reads it whole):
@@ -215,7 +220,9 @@ type boundedBody struct {
 	parent  context.Context
 	release func()
 	limit   int64 // 0: none
-	read    int64
+	// limitErr is the error past limit.
+	limitErr error
+	read     int64
 	// truncate, when > 0, ends the body (io.EOF) after that many bytes.
 	truncate int64
 }
@@ -234,7 +241,7 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	}
 	if b.limit > 0 {
 		if b.read > b.limit {
-			return 0, &pageBytesError{max: b.limit}
+			return 0, b.limitErr
 		}
 		if rest := b.limit + 1 - b.read; int64(len(p)) > rest {
 			p = p[:rest]
@@ -243,7 +250,7 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	b.read += int64(n)
 	if b.limit > 0 && b.read > b.limit {
-		return n, &pageBytesError{max: b.limit}
+		return n, b.limitErr
 	}
 	if err != nil && err != io.EOF && b.parent.Err() == nil {
 		var te *TimeoutError

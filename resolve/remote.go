@@ -58,11 +58,13 @@ func NewRemote(opts ...RemoteOption) (*Remote, error) {
 		userAgent: "argocd-image-resolver",
 		jobs:      8,
 
-		maxPages:       DefaultMaxTagPages,
-		maxTags:        DefaultMaxTags,
-		maxPageBytes:   DefaultMaxTagPageBytes,
-		headerTimeout:  DefaultResponseHeaderTimeout,
-		requestTimeout: DefaultRequestTimeout,
+		maxPages:     DefaultMaxTagPages,
+		maxTags:      DefaultMaxTags,
+		maxPageBytes: DefaultMaxTagPageBytes,
+
+		maxReferrersBytes: DefaultMaxSignatureBytes,
+		headerTimeout:     DefaultResponseHeaderTimeout,
+		requestTimeout:    DefaultRequestTimeout,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -114,7 +116,8 @@ func NewRemote(opts ...RemoteOption) (*Remote, error) {
 	// registered, so that registry text quoting it is redacted before it is shown.
 	base = DefaultRedactor.Transport(base)
 	// Bounds below retries: each attempt has its own timeouts and page cap.
-	base = &boundedTransport{next: base, header: o.headerTimeout, overall: o.requestTimeout, maxPageBytes: o.maxPageBytes}
+	base = &boundedTransport{next: base, header: o.headerTimeout, overall: o.requestTimeout, maxPageBytes: o.maxPageBytes,
+		maxReferrersBytes: o.maxReferrersBytes}
 	rt := &retryTransport{next: base, policy: o.retry}
 	r.common = []remote.Option{
 		remote.WithTransport(rt),
@@ -125,6 +128,9 @@ func NewRemote(opts ...RemoteOption) (*Remote, error) {
 		remote.WithRetryBackoff(remote.Backoff{Steps: 1}),
 		remote.WithRetryPredicate(func(error) bool { return false }),
 		remote.WithRetryStatusCodes(),
+		// Referrers (referrers.go) tells a registry without the referrers API
+		// apart; the caller reads the fallback tag itself.
+		remote.WithReferrersTagFallback(false),
 	}
 	if _, err := r.puller(pullerKey{pageSize: o.pageSize}); err != nil {
 		return nil, fmt.Errorf("registry client: %w", err)

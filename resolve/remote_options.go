@@ -20,11 +20,13 @@ type remoteOptions struct {
 	noMemo     bool
 	wrap       func(http.RoundTripper) http.RoundTripper
 
-	maxPages       int
-	maxTags        int
-	maxPageBytes   int64
-	headerTimeout  time.Duration
-	requestTimeout time.Duration
+	maxPages     int
+	maxTags      int
+	maxPageBytes int64
+	// maxReferrersBytes caps a referrers list (WithSignatureLimits, referrers.go).
+	maxReferrersBytes int64
+	headerTimeout     time.Duration
+	requestTimeout    time.Duration
 }
 
 // RemoteOption configures a Remote.

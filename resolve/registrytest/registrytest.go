@@ -15,6 +15,8 @@
 //     never comes, a huge or gzip-bomb tags page (GzipBomb), a Link back to a
 //     page already served, a lying Docker-Content-Digest (Fault.Body, Header,
 //     PassThrough, Hang, HangBody);
+//   - the OCI 1.1 referrers API (GET /v2/<repo>/referrers/<digest>), or a
+//     registry without it that answers 404 (WithoutReferrers);
 //   - request counters by kind (Count, Counts, Total, Requests), so tests can
 //     assert how many registry calls a resolution cost.
 //
@@ -50,11 +52,12 @@ const (
 	ManifestHead Kind = "manifest-head" // HEAD /v2/<repo>/manifests/<ref>
 	ManifestGet  Kind = "manifest-get"  // GET /v2/<repo>/manifests/<ref>
 	BlobGet      Kind = "blob-get"      // GET /v2/<repo>/blobs/<digest>
+	Referrers    Kind = "referrers"     // GET /v2/<repo>/referrers/<digest> (OCI 1.1)
 	Other        Kind = "other"         // everything else (blob HEAD, uploads, PUT, catalog, ...)
 )
 
 // Kinds lists every Kind in a stable order.
-var Kinds = []Kind{Ping, Token, Tags, ManifestHead, ManifestGet, BlobGet, Other}
+var Kinds = []Kind{Ping, Token, Tags, ManifestHead, ManifestGet, BlobGet, Referrers, Other}
 
 // Request records one HTTP request that went through the middleware.
 // The value of the Authorization header is never stored.
@@ -90,6 +93,7 @@ type config struct {
 	user, pass     string
 	latency        time.Duration
 	tls            bool
+	noReferrers    bool
 }
 
 // Option configures a Server.
@@ -129,6 +133,15 @@ func WithLatency(d time.Duration) Option { return func(c *config) { c.latency = 
 // (name.Registry.Scheme), so ggcr's remote package cannot use a TLS Server;
 // this is for clients that build their own URLs and trust configuration.
 func WithTLS() Option { return func(c *config) { c.tls = true } }
+
+// WithoutReferrers makes a registry without the OCI 1.1 referrers API: GET
+// /v2/<repo>/referrers/<digest> answers 404, as registries before OCI 1.1 do, and
+// a client that pushes a manifest with a subject maintains the referrers tag
+// schema (sha256-<hex>) itself. By default the API is served: the inner
+// registry's referrers list, each entry's artifactType taken from its manifest
+// (artifactType, else the config's media type) as the distribution spec says,
+// sorted by digest, and the artifactType query filter applied.
+func WithoutReferrers() Option { return func(c *config) { c.noReferrers = true } }
 
 // Server is a registry served over HTTP on 127.0.0.1.
 type Server struct {
@@ -178,7 +191,7 @@ func NewServer(opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("page size %d: must be >= 0", s.cfg.pageSize)
 	}
 	s.latency.Store(int64(s.cfg.latency))
-	s.inner = registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	s.inner = registry.New(registry.Logger(log.New(io.Discard, "", 0)), registry.WithReferrersSupport(!s.cfg.noReferrers))
 	s.seed = handlerTransport{h: s.inner}
 
 	s.srv = httptest.NewUnstartedServer(s)
@@ -301,6 +314,9 @@ func classify(r *http.Request) (Kind, string) {
 		}
 		return Other, repo
 	}
+	if n >= 3 && elems[n-2] == "referrers" && r.Method == http.MethodGet {
+		return Referrers, strings.Join(elems[:n-2], "/")
+	}
 	if n >= 3 && elems[n-2] == "blobs" && elems[n-1] != "uploads" {
 		repo := strings.Join(elems[:n-2], "/")
 		if r.Method == http.MethodGet {
@@ -414,6 +430,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if kind == Tags && r.Method == http.MethodGet {
 		s.serveTags(sw, r, repo)
+		return
+	}
+	if kind == Referrers {
+		s.serveReferrers(sw, r)
 		return
 	}
 	s.inner.ServeHTTP(sw, r)
