@@ -175,7 +175,11 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		cache.WithFetchTimeout(cfg.FetchTimeout),
 		cache.WithMetrics(d.Metrics.Metrics),
 		cache.WithRedis(shared)}, o.cacheOpts...)...)
-	d.Resolver = compose.NewResolver(cfg, d.Registry, resolve.WithObserver(d.Metrics.observeResolution))
+	verdicts := cache.NewVerdicts(cache.VerdictOptions{Redis: shared, Metrics: d.Metrics.Metrics})
+	if d.Resolver, err = compose.NewResolver(cfg, d.Registry, verdicts, o.log, resolve.WithObserver(d.Metrics.observeResolution)); err != nil {
+		d.Registry.Close()
+		return nil, err
+	}
 	d.life, d.stopLife = context.WithCancel(context.Background())
 	d.batch = newDetachedBatch(d.life, d.Resolver, cfg.FetchTimeout)
 	d.batch.resolved = o.resolved

@@ -11,6 +11,7 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/credentials"
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/signature"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -36,6 +37,7 @@ func NewRemote(c config.Config, m *cache.Metrics, log *slog.Logger, opts ...reso
 		resolve.WithTagListLimits(c.TagListMaxPages, c.TagListMaxTags, c.TagListMaxPageSize),
 		resolve.WithRequestTimeouts(c.RequestHeaderTimeout, c.RequestTimeout),
 		resolve.WithJobs(inspectConcurrency(c)),
+		resolve.WithSignatureLimits(c.Trust.MaxSignatureBytes),
 	}
 	remote, err := resolve.NewRemote(append(base, opts...)...)
 	if err != nil {
@@ -45,10 +47,59 @@ func NewRemote(c config.Config, m *cache.Metrics, log *slog.Logger, opts ...reso
 }
 
 // NewResolver returns a Resolver over reg that refuses, before reg is read, an app
-// that the apps of a registries entry of c do not allow.
-func NewResolver(c config.Config, reg resolve.Registry, opts ...resolve.ResolverOption) *resolve.Resolver {
-	scoped := resolve.WithAuthorizer(resolve.NewRegistryTable(c.Registries).Authorize)
-	return resolve.NewResolver(reg, append([]resolve.ResolverOption{scoped, resolve.WithConcurrency(inspectConcurrency(c))}, opts...)...)
+// that the apps of a registries entry of c do not allow, and that checks
+// signatures as c's trust section and the entries' requireSignature say (verdicts
+// kept in verdicts; nil: in this process's memory). It fails when a configured key
+// or the trusted root cannot be read.
+func NewResolver(c config.Config, reg resolve.Registry, verdicts resolve.VerdictCache, log *slog.Logger, opts ...resolve.ResolverOption) (*resolve.Resolver, error) {
+	v, err := NewVerifier(c, reg, verdicts, log)
+	if err != nil {
+		return nil, err
+	}
+	table := resolve.NewRegistryTable(c.Registries)
+	base := []resolve.ResolverOption{
+		resolve.WithAuthorizer(table.Authorize),
+		resolve.WithConcurrency(inspectConcurrency(c)),
+		resolve.WithSignatureVerifier(v),
+		resolve.WithRequiredTrust(table.RequiredTrust),
+		resolve.WithVerifyCandidates(c.Trust.VerifyCandidates),
+	}
+	return resolve.NewResolver(reg, append(base, opts...)...), nil
+}
+
+// NewVerifier builds the signature verifier of c's trust section over reg: the
+// named public keys, the Sigstore trusted root, the transparency-log and SCT
+// requirements and the bounds of what is read. trust.requireTlog is about keyless
+// signatures (false lifts their log requirement); a key signature never needs a
+// log entry. verdicts nil keeps verdicts in memory.
+func NewVerifier(c config.Config, reg resolve.Registry, verdicts resolve.VerdictCache, log *slog.Logger) (*signature.Verifier, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	keys, err := signature.LoadPublicKeys(c.Trust.Keys)
+	if err != nil {
+		return nil, err
+	}
+	opts := []signature.Option{
+		signature.WithPublicKeys(keys),
+		signature.WithRequireSCT(c.Trust.RequireSCT),
+		signature.WithLimits(signature.Limits{MaxReferrers: c.Trust.MaxReferrers, MaxBytes: c.Trust.MaxSignatureBytes}),
+		signature.WithLogger(log),
+	}
+	if !c.Trust.RequireTlog {
+		opts = append(opts, signature.WithRequireTlog(false))
+	}
+	if c.Trust.TrustedRoot != "" {
+		tm, err := signature.LoadTrustedRoot(c.Trust.TrustedRoot)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, signature.WithTrustedMaterial(tm))
+	}
+	if verdicts != nil {
+		opts = append(opts, signature.WithVerdictCache(verdicts))
+	}
+	return signature.New(reg, opts...)
 }
 
 // inspectConcurrency is how many tags a resolution inspects at once and how many
@@ -68,7 +119,7 @@ func NewDirectResolver(c config.Config, log *slog.Logger, opts ...resolve.Remote
 	if err != nil {
 		return nil, err
 	}
-	return NewResolver(c, remote), nil
+	return NewResolver(c, remote, nil, log)
 }
 
 // NewPinWriter builds the git writer of pins (pin-mode write and use) of the
