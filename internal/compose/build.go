@@ -71,7 +71,8 @@ func NewResolver(c config.Config, reg resolve.Registry, verdicts resolve.Verdict
 // named public keys, the Sigstore trusted root, the transparency-log and SCT
 // requirements and the bounds of what is read. trust.requireTlog is about keyless
 // signatures (false lifts their log requirement); a key signature never needs a
-// log entry. verdicts nil keeps verdicts in memory.
+// log entry. A failed check is cached for the tag TTL, a success for a day.
+// verdicts nil keeps verdicts in memory.
 func NewVerifier(c config.Config, reg resolve.Registry, verdicts resolve.VerdictCache, log *slog.Logger) (*signature.Verifier, error) {
 	if log == nil {
 		log = slog.Default()
@@ -85,6 +86,9 @@ func NewVerifier(c config.Config, reg resolve.Registry, verdicts resolve.Verdict
 		signature.WithRequireSCT(c.Trust.RequireSCT),
 		signature.WithLimits(signature.Limits{MaxReferrers: c.Trust.MaxReferrers, MaxBytes: c.Trust.MaxSignatureBytes}),
 		signature.WithLogger(log),
+		// A failure is checked again when the tag list is read again, so a
+		// signature added to a skipped tag is seen as soon as a new tag would be.
+		signature.WithVerdictTTL(0, c.TagTTL),
 	}
 	if !c.Trust.RequireTlog {
 		opts = append(opts, signature.WithRequireTlog(false))
