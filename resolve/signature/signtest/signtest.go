@@ -22,6 +22,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -108,6 +109,25 @@ func (s *Signer) key(name string) (*ecdsa.PrivateKey, error) {
 	}
 	s.keys[name] = k
 	return k, nil
+}
+
+// SetKey makes key the key named name: a Spec with Key name signs with it from
+// then on (a key kept in a file, as `cosign sign --key` takes one), in place of
+// an ephemeral one. Only ECDSA P-256 keys are taken: the Signer hashes with
+// SHA-256, what a verifier expects of a P-256 key (cosign's default key).
+func (s *Signer) SetKey(name string, key *ecdsa.PrivateKey) error {
+	switch {
+	case name == "":
+		return errors.New("signtest: SetKey: an empty key name")
+	case key == nil:
+		return fmt.Errorf("signtest: SetKey %s: no key", name)
+	case key.Curve != elliptic.P256():
+		return fmt.Errorf("signtest: SetKey %s: curve %s (accepted: ECDSA P-256)", name, key.Curve.Params().Name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keys[name] = key
+	return nil
 }
 
 // PublicKey returns the public half of the key named name (made on first use).
