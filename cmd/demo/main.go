@@ -6,6 +6,12 @@
 //
 // With --seed-remote HOST it only pushes the scenario to a running registry (the e2e
 // tests seed the distribution registry this way) and exits.
+//
+// With --sign-remote HOST --image REPOSITORY:TAG --key FILE --key-name NAME it
+// signs that tag's digest in a running registry with the ECDSA key in FILE, as CI
+// would with `cosign sign --key`, storing a key-mode signature (a Sigstore bundle;
+// --layout referrers, referrers-tag or cosign-tag), and exits: a resolver that
+// has the public key as trust key NAME accepts the tag under verify-key NAME.
 package main
 
 import (
@@ -20,6 +26,7 @@ import (
 	"syscall"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/signature/signtest"
 )
 
 func main() {
@@ -27,7 +34,22 @@ func main() {
 	scenario := flag.String("scenario", "testdata/registry/demo.yaml", "registry content to seed")
 	seedRemote := flag.String("seed-remote", "", "push the scenario to this registry host[:port] and exit")
 	serve := flag.Bool("serve", false, "keep the seeded registry running (until interrupted) to try commands by hand")
+	var so signOptions
+	flag.StringVar(&so.remote, "sign-remote", "", "sign --image in this registry (http://HOST[:PORT], https://HOST[:PORT] or HOST[:PORT]) with --key and exit")
+	flag.StringVar(&so.image, "image", "", "with --sign-remote: the REPOSITORY:TAG to sign (its digest is signed)")
+	flag.StringVar(&so.keyFile, "key", "", "with --sign-remote: PEM file of an unencrypted ECDSA P-256 private key (PKCS #8 or EC)")
+	flag.StringVar(&so.keyName, "key-name", "", "with --sign-remote: the key's name, as the resolver's trust.keys names its public half")
+	flag.StringVar(&so.layout, "layout", string(signtest.Referrers), "with --sign-remote: where the signature goes: referrers, referrers-tag or cosign-tag")
 	flag.Parse()
+	if so.remote != "" {
+		line, err := signRemote(context.Background(), so)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Println(line)
+		return
+	}
 	if err := run(*bin, *scenario, *seedRemote, *serve); err != nil {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
 		os.Exit(1)
