@@ -59,6 +59,7 @@ var scenarios = []struct {
 	{"daemon-unreachable", testDaemonUnreachable},
 	{"new-tag-refresh", testNewTagRefresh},
 	{"pins-in-git", testPinsInGit},
+	{"signed-tags", testSignedTags},
 	{"render-latency", testRenderLatency},
 }
 

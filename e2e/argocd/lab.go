@@ -122,13 +122,17 @@ type Lab struct {
 	// SidecarKubeconfig is the sidecar's KUBECONFIG: the token of the
 	// argocd-repo-server ServiceAccount, with only what deploy/rbac.yaml grants.
 	SidecarKubeconfig string
-	redisAddr         string
-	kubeURL           string // https://127.0.0.1:PORT of kube-apiserver
-	kubeToken         string
-	gitSrv            *http.Server
-	cliLog            *os.File
-	cliMu             sync.Mutex
-	StartedIn         time.Duration
+	// SigningKey is the PEM file of the ECDSA P-256 private key "CI" signs tags
+	// with (SignTag); TrustKeyFile, its public half, is the sidecar's trust key
+	// TrustKeyName. Both made at start, in the run dir.
+	SigningKey, TrustKeyFile string
+	redisAddr                string
+	kubeURL                  string // https://127.0.0.1:PORT of kube-apiserver
+	kubeToken                string
+	gitSrv                   *http.Server
+	cliLog                   *os.File
+	cliMu                    sync.Mutex
+	StartedIn                time.Duration
 }
 
 const (
@@ -137,6 +141,9 @@ const (
 	DemoHost = "registry.demo.local"
 	// PluginName is how Applications name the plugin (plugin.yaml's name-version).
 	PluginName = "image-resolver-v1"
+	// TrustKeyName is the sidecar's trust key (IMAGE_RESOLVER_TRUST_KEYS) that
+	// SignTag signs with: what an app's verify-key names.
+	TrustKeyName = "ci"
 )
 
 // StartLab starts a whole control plane of Argo CD version v in a fresh run dir. On
@@ -182,6 +189,7 @@ func launch(p Paths, v string, argo bool) (lab *Lab, err error) {
 		fn   func() error
 	}
 	steps := []step{
+		{"signing key", lab.makeSigningKey},
 		{"kube-apiserver", lab.startKube},
 		{"argocd config", lab.applyArgoConfig},
 		{"sidecar rbac", lab.grantSidecar},

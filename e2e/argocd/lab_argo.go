@@ -17,7 +17,8 @@ import (
 // socket directory that repo-server shares. Short TTLs, so that a hard refresh right
 // after a push sees the new tag. IMAGE_RESOLVER_DEFAULT_PLATFORMS=linux/amd64 stands
 // for the pod's own architecture. The lab's git server is an allowed host of
-// Kustomize remote bases.
+// Kustomize remote bases. The public half of the lab's signing key is trust key
+// TrustKeyName (also after RestartSidecar, which starts it the same way).
 func (l *Lab) StartSidecar() error {
 	plugin, err := os.ReadFile(filepath.Join(l.Paths.Root, "plugin.yaml"))
 	if err != nil {
@@ -38,6 +39,8 @@ func (l *Lab) StartSidecar() error {
 		"IMAGE_RESOLVER_REGISTRIES_CONFIG="+l.registriesConfig(),
 		"IMAGE_RESOLVER_DEFAULT_PLATFORMS=linux/amd64",
 		"KUBECONFIG="+l.SidecarKubeconfig,
+		// the public key of the lab's "CI" (SignTag), for apps with verify-key ci
+		"IMAGE_RESOLVER_TRUST_KEYS="+TrustKeyName+"="+l.TrustKeyFile,
 	)
 	if u, err := url.Parse(l.GitURL); err == nil && u.Host != "" {
 		// the lab's git server, for apps whose Kustomize bases are remote

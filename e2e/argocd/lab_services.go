@@ -1,11 +1,16 @@
 package argocde2e
 
-// The lab's redis, git, registry.
+// The lab's redis, git, registry, and the signing key of its "CI".
 
 import (
 	"bufio"
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -217,5 +222,38 @@ func (l *Lab) SeedTag(repo, tag string) error {
 		return err
 	}
 	_, err := l.must("", "demo", "--seed-remote", "http://"+l.RegistryHost, "--scenario", f)
+	return err
+}
+
+// makeSigningKey makes the ECDSA P-256 key pair of "CI" in the run dir: the
+// private key (PKCS #8 PEM) for SignTag, the public one (PKIX PEM, as cosign.pub)
+// for the sidecar's trust keys.
+func (l *Lab) makeSigningKey() error {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	priv, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		return err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(k.Public())
+	if err != nil {
+		return err
+	}
+	l.SigningKey = filepath.Join(l.Dir, "pki", TrustKeyName+".key")
+	l.TrustKeyFile = filepath.Join(l.Dir, "pki", TrustKeyName+".pub")
+	if err := os.WriteFile(l.SigningKey, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: priv}), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(l.TrustKeyFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644)
+}
+
+// SignTag signs repo:tag's digest with the lab's signing key, as CI would with
+// `cosign sign --key`: `demo --sign-remote` stores a key-mode Sigstore bundle
+// that the registry's referrers API lists. The sidecar trusts it as TrustKeyName.
+func (l *Lab) SignTag(repo, tag string) error {
+	_, err := l.must("", "demo", "--sign-remote", "http://"+l.RegistryHost, "--image", repo+":"+tag,
+		"--key", l.SigningKey, "--key-name", TrustKeyName)
 	return err
 }
