@@ -210,10 +210,12 @@ func FuzzPolicyFile(f *testing.F) {
 		"", fullFile, "images:\n", "images: {web: {image: nginx, constraint: '~1'}}\n",
 		"images:\n  web: &a\n    image: nginx\n  api: *a\n", "- a\n", "images: {a/b: {image: 'nginx:>=1 <2', platforms: linux/arm64}}\n---\n",
 		"images:\n  web:\n    image: ghcr.io/o/w\n    strategy: digest\n    constraint: latest\n    pinDigest: true\n",
+		"images:\n  web:\n    image: ghcr.io/o/w\n    verify: {identity: 'regexp:^https://github.com/o/', issuer: https://token.actions.githubusercontent.com}\n",
 	} {
 		f.Add(seed, "")
 	}
 	f.Add("images: {web: {strategy: newest-build}}\n", `[{"name":"image-list","string":"web=nginx"}]`)
+	f.Add("images: {web: {image: nginx, verify: {key: release}}}\n", `[{"name":"web.verify-identity","string":"x"},{"name":"verify-issuer","string":"y"}]`)
 	f.Fuzz(func(t *testing.T, file, params string) {
 		pf, err := parsePolicyFile([]byte(file))
 		if err != nil {
