@@ -61,7 +61,8 @@ func runResolve(t *testing.T, f resolve.SignatureVerifier, opts []resolve.Resolv
 		if err != nil {
 			return nil, err
 		}
-		return compose.NewResolver(c, reg, append([]resolve.ResolverOption{resolve.WithSignatureVerifier(f)}, opts...)...), nil
+		// compose's own verifier is replaced: options given last win.
+		return compose.NewResolver(c, reg, nil, nil, append([]resolve.ResolverOption{resolve.WithSignatureVerifier(f)}, opts...)...)
 	}}
 	cmd := resolveCommandFor(rc)
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true // as under the root command
