@@ -5,17 +5,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/internal/compose"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/signature/signtest"
 )
 
 var verifyT0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -208,4 +212,92 @@ func equalMaps(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// The whole path, in the binary, with the real signature verifier: resolve's
+// --verify-* flags and the operator's trust settings (keys, trusted root) choose
+// the newest tag signed as required, from signatures stored in a real registry by
+// signtest (a virtual Sigstore and an ephemeral key); -o json names the signer
+// and why each newer tag was skipped.
+func TestResolveCommandVerifiesSignatures(t *testing.T) {
+	s := rt.New(t)
+	for i, tag := range []string{"1.0.0", "1.1.0", "1.2.0"} {
+		s.Push(t, "org/web", tag, rt.Image(verifyT0.Add(time.Duration(i)*time.Hour), "linux/amd64"))
+	}
+	signer, err := signtest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(tag string, layout signtest.Layout, spec signtest.Spec) {
+		d, err := name.NewDigest(s.Ref("org/web") + "@" + s.Digest(t, "org/web", tag))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := signer.Sign(context.Background(), d, layout, spec, remote.WithTransport(s.Client().Transport)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sign("1.0.0", signtest.Referrers, signtest.Spec{Identity: "ci@example.com", Issuer: "https://issuer.example.com"})
+	sign("1.1.0", signtest.CosignTag, signtest.Spec{Key: "release"})
+	dir := t.TempDir()
+	pem, err := signer.PublicKeyPEM("release")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootJSON, err := signer.TrustedRootJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, b := range map[string][]byte{"release.pub": pem, "trusted_root.json": rootJSON} {
+		if err := os.WriteFile(filepath.Join(dir, file), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"IMAGE_RESOLVER_TRUST_KEYS=release=" + filepath.Join(dir, "release.pub"),
+		"IMAGE_RESOLVER_TRUST_TRUSTED_ROOT=" + filepath.Join(dir, "trusted_root.json"),
+		"IMAGE_RESOLVER_TRUST_REQUIRE_SCT=false"} // the virtual CA's certificates have no SCT
+	web := s.Ref("org/web")
+
+	type out struct {
+		Tag      string
+		Verified map[string]string
+		Skipped  []struct{ Tag, Reason string }
+	}
+	tests := []struct {
+		name     string
+		args     []string
+		tag      string
+		verified map[string]string
+		skipped  []string // "tag: reason prefix"
+	}{
+		{"key", []string{"--verify-key", "release"}, "1.1.0",
+			map[string]string{"key": "release", "digest": s.Digest(t, "org/web", "1.1.0"), "source": "cosign-tag"},
+			[]string{"1.2.0: signature: unsigned"}},
+		{"keyless", []string{"--verify-identity", "ci@example.com", "--verify-issuer", "https://issuer.example.com"}, "1.0.0",
+			map[string]string{"identity": "ci@example.com", "issuer": "https://issuer.example.com", "digest": s.Digest(t, "org/web", "1.0.0"), "source": "referrers"},
+			[]string{"1.2.0: signature: unsigned", "1.1.0: signature: signed with a key, not by identity ci@example.com"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := resolveCmd(t, env, append([]string{web, "-o", "json"}, tt.args...)...)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			var got out
+			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+				t.Fatalf("not JSON: %v\n%s", err, r.stdout)
+			}
+			if got.Tag != tt.tag || !equalMaps(got.Verified, tt.verified) || len(got.Skipped) != len(tt.skipped) {
+				t.Fatalf("json = %+v\nwant tag %s, verified %v, skipped %q", got, tt.tag, tt.verified, tt.skipped)
+			}
+			for i, want := range tt.skipped {
+				if sk := got.Skipped[i]; !strings.HasPrefix(sk.Tag+": "+sk.Reason, want) {
+					t.Errorf("skipped[%d] = %s: %s, want %s...", i, sk.Tag, sk.Reason, want)
+				}
+			}
+			if strings.Contains(r.stdout+r.stderr, "BEGIN") || strings.Contains(r.stdout+r.stderr, "MEUC") {
+				t.Errorf("signature or key material in the output:\n%s\n%s", r.stdout, r.stderr)
+			}
+		})
+	}
 }
