@@ -64,8 +64,8 @@ func TestRefreshLoopSeesASignatureAddedLater(t *testing.T) {
 	policy := map[string]string{"image-list": "web=" + image + ":~1", "web.platforms": "linux/amd64"}
 
 	out := delegatedRender(t, d.cfg.Socket, dir, argoEnviron(t, "web", "0123abc", policy))
-	if !strings.Contains(out, image+":1.0.0") || !strings.Contains(out, "1.1.0: signature: unsigned") {
-		t.Fatalf("render, want the signed 1.0.0 and why 1.1.0 was skipped:\n%s", out)
+	if !strings.Contains(out, image+":1.0.0 (semver ~1; platforms linux/amd64; signed by key ci)") || !strings.Contains(out, "1.1.0: signature: unsigned") {
+		t.Fatalf("render, want the signed 1.0.0, who signed it and why 1.1.0 was skipped:\n%s", out)
 	}
 	clock.Advance(cfg.TagTTL + 100*time.Millisecond)
 	time.Sleep(cfg.TagTTL + 100*time.Millisecond) // the verdict cache keeps real time

@@ -68,6 +68,13 @@ func (c *converted) add(k Kind, format string, args ...any) {
 	c.findings = append(c.findings, Finding{Kind: k, Text: fmt.Sprintf(format, args...)})
 }
 
+// addOnce adds a finding that does not depend on where it was found, once.
+func (c *converted) addOnce(k Kind, text string) {
+	if !slices.Contains(c.findings, Finding{Kind: k, Text: text}) {
+		c.findings = append(c.findings, Finding{Kind: k, Text: text})
+	}
+}
+
 func (c *converted) str(name, v string) {
 	c.params = append(c.params, param{name: name, kind: plugin.KindString, str: v})
 }
@@ -156,11 +163,16 @@ type appWideSettings struct {
 	ignore      string
 	platforms   []string
 	platformsOK bool // likewise, false when no platform it names can match
+	// verifyKey is the key signatures must verify with ("" for none); verifyOK is
+	// false when the requirement could not be carried over: the images that
+	// inherit it are left out rather than resolved unchecked.
+	verifyKey string
+	verifyOK  bool
 }
 
 // convertAppWide converts the application-wide settings.
 func convertAppWide(common updateSettings, c *converted) appWideSettings {
-	w := appWideSettings{strategy: resolve.Semver, allowOK: true, platformsOK: true}
+	w := appWideSettings{strategy: resolve.Semver, allowOK: true, platformsOK: true, verifyOK: true}
 	if common.strategy.set {
 		w.strategy = strategyOf(common.strategy, c)
 		w.params = append(w.params, param{name: plugin.KeyUpdateStrategy, kind: plugin.KindString, str: string(w.strategy)})
@@ -192,6 +204,12 @@ func convertAppWide(common updateSettings, c *converted) appWideSettings {
 	}
 	if common.forceUpdate.set {
 		forceUpdateNote(common.forceUpdate, c)
+	}
+	if common.verify.set {
+		w.verifyKey, w.verifyOK = verifyKeyOf(common.verify, c)
+		if w.verifyKey != "" {
+			w.params = append(w.params, verifyParam("", w.verifyKey))
+		}
 	}
 	return w
 }

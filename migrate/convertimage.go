@@ -64,6 +64,13 @@ func (cv *converter) convertImage(img imageConf) {
 		return
 	}
 	mine = append(mine, filterParams...)
+	verifyKey, ok := cv.verifyOf(img, label)
+	if !ok {
+		return
+	}
+	if verifyKey != cv.appWide.verifyKey {
+		mine = append(mine, verifyParam(alias, verifyKey))
+	}
 	if s.forceUpdate.set {
 		forceUpdateNote(s.forceUpdate, c)
 	}
@@ -71,7 +78,7 @@ func (cv *converter) convertImage(img imageConf) {
 		return
 	}
 	key := resolve.RepoKey(repo)
-	policy := fmt.Sprintf("%s|%s|%s|%s|%s", strategy, constraint, eff.allow, eff.ignore, platformSet(eff.platforms))
+	policy := fmt.Sprintf("%s|%s|%s|%s|%s|%s", strategy, constraint, eff.allow, eff.ignore, platformSet(eff.platforms), verifyKey)
 	if !cv.claimRepository(img, key, alias, label, policy) {
 		return
 	}
@@ -187,6 +194,20 @@ func (cv *converter) filtersOf(img imageConf, alias, label string) (mine []param
 		cv.noPlatforms = true
 	}
 	return mine, eff, true
+}
+
+// verifyOf is the key an image's signatures must verify with: its own
+// imagesVerification's, else the application's ("" for none); ok is false when
+// the image is left out, its requirement not carried over.
+func (cv *converter) verifyOf(img imageConf, label string) (key string, ok bool) {
+	v := img.settings.verify
+	if !v.set {
+		if !cv.appWide.verifyOK {
+			cv.c.add(Lost, "%s: %s is left out of image-list: its signature requirement (%s) could not be carried over, and it is never resolved without it", img.from, label, cv.conf.common.verify.from)
+		}
+		return cv.appWide.verifyKey, cv.appWide.verifyOK
+	}
+	return verifyKeyOf(v, &cv.c)
 }
 
 // paused reports, and says, that ignore-tags ignores every tag:

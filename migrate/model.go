@@ -39,6 +39,9 @@ func list(items []string, from string) setting {
 // <alias>.<key> or the application-wide <key>; the CRD's commonUpdateSettings).
 type updateSettings struct {
 	strategy, allow, ignore, platforms, pullSecret, forceUpdate setting
+	// verify is the ImageUpdater's imagesVerification (not a commonUpdateSettings
+	// field, but layered as they are).
+	verify verifySetting
 }
 
 // over returns s with every field o sets replaced by o's: o is more specific.
@@ -50,6 +53,9 @@ func (s updateSettings) over(o updateSettings) updateSettings {
 		if f.src.set {
 			*f.dst = *f.src
 		}
+	}
+	if o.verify.set {
+		s.verify = o.verify
 	}
 	return s
 }
@@ -256,6 +262,7 @@ type crImage struct {
 	Alias                string    `json:"alias"`
 	ImageName            string    `json:"imageName"`
 	CommonUpdateSettings *crCommon `json:"commonUpdateSettings,omitempty"`
+	ImagesVerification   *crVerify `json:"imagesVerification,omitempty"`
 	ManifestTargets      *struct {
 		Helm *struct {
 			Name string `json:"name"`
@@ -274,6 +281,7 @@ type crRef struct {
 	UseAnnotations       *bool           `json:"useAnnotations,omitempty"`
 	CommonUpdateSettings *crCommon       `json:"commonUpdateSettings,omitempty"`
 	WriteBackConfig      *crWriteBack    `json:"writeBackConfig,omitempty"`
+	ImagesVerification   *crVerify       `json:"imagesVerification,omitempty"`
 	Images               []crImage       `json:"images"`
 }
 
@@ -281,6 +289,7 @@ type crSpec struct {
 	Namespace            string       `json:"namespace"`
 	CommonUpdateSettings *crCommon    `json:"commonUpdateSettings,omitempty"`
 	WriteBackConfig      *crWriteBack `json:"writeBackConfig,omitempty"`
+	ImagesVerification   *crVerify    `json:"imagesVerification,omitempty"`
 	ApplicationRefs      []crRef      `json:"applicationRefs"`
 	// Registries is read when a resource carries one (argocd-image-updater's
 	// registries.conf entries).
@@ -289,9 +298,9 @@ type crSpec struct {
 
 // Known field names, to say which fields of a resource migrate does not know.
 var (
-	crSpecFields   = []string{"namespace", "commonUpdateSettings", "writeBackConfig", "applicationRefs", "registries"}
-	crRefFields    = []string{"namePattern", "labelSelectors", "useAnnotations", "commonUpdateSettings", "writeBackConfig", "images"}
-	crImageFields  = []string{"alias", "imageName", "commonUpdateSettings", "manifestTargets"}
+	crSpecFields   = []string{"namespace", "commonUpdateSettings", "writeBackConfig", "imagesVerification", "applicationRefs", "registries"}
+	crRefFields    = []string{"namePattern", "labelSelectors", "useAnnotations", "commonUpdateSettings", "writeBackConfig", "imagesVerification", "images"}
+	crImageFields  = []string{"alias", "imageName", "commonUpdateSettings", "imagesVerification", "manifestTargets"}
 	crCommonFields = []string{"updateStrategy", "forceUpdate", "allowTags", "ignoreTags", "pullSecret", "platforms"}
 )
 
@@ -357,12 +366,17 @@ func fromResource(cr *imageUpdater, refIndex int) *appConf {
 	refPath := fmt.Sprintf("%s spec.applicationRefs[%d]", cr.label, refIndex)
 	c := &appConf{via: fmt.Sprintf("%s (applicationRefs[%d], namePattern %q)", cr.label, refIndex, ref.NamePattern)}
 	c.common = cr.spec.CommonUpdateSettings.settings(base + ".commonUpdateSettings").over(ref.CommonUpdateSettings.settings(refPath + ".commonUpdateSettings"))
+	c.common.verify = cr.spec.ImagesVerification.setting(base + ".imagesVerification")
+	if v := ref.ImagesVerification.setting(refPath + ".imagesVerification"); v.set {
+		c.common.verify = v
+	}
 	cr.spec.WriteBackConfig.apply(c, base+".writeBackConfig")
 	ref.WriteBackConfig.apply(c, refPath+".writeBackConfig")
 	for i, im := range ref.Images {
 		from := fmt.Sprintf("%s.images[%d]", refPath, i)
 		img := imageConf{alias: im.Alias, spec: strings.TrimSpace(im.ImageName), from: from + ".imageName",
 			settings: im.CommonUpdateSettings.settings(from + ".commonUpdateSettings")}
+		img.settings.verify = im.ImagesVerification.setting(from + ".imagesVerification")
 		if mt := im.ManifestTargets; mt != nil {
 			if h := mt.Helm; h != nil {
 				if h.Name != "" {

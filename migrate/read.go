@@ -177,17 +177,25 @@ func readImageUpdater(d *doc) (*imageUpdater, error) {
 			}
 		}
 	}
+	verify := func(n *yaml.Node, at string) {
+		v := mapGet(n, "imagesVerification")
+		unknown(v, crVerifyFields, at+".imagesVerification")
+		unknown(mapGet(v, "cosignKey"), crCosignKeyFields, at+".imagesVerification.cosignKey")
+	}
 	unknown(spec, crSpecFields, "spec")
 	unknown(mapGet(spec, "commonUpdateSettings"), crCommonFields, "spec.commonUpdateSettings")
+	verify(spec, "spec")
 	if refs := mapGet(spec, "applicationRefs"); refs != nil {
 		for i, r := range refs.Content {
 			at := fmt.Sprintf("spec.applicationRefs[%d]", i)
 			unknown(r, crRefFields, at)
 			unknown(mapGet(r, "commonUpdateSettings"), crCommonFields, at+".commonUpdateSettings")
+			verify(r, at)
 			if imgs := mapGet(r, "images"); imgs != nil {
 				for j, im := range imgs.Content {
 					unknown(im, crImageFields, fmt.Sprintf("%s.images[%d]", at, j))
 					unknown(mapGet(im, "commonUpdateSettings"), crCommonFields, fmt.Sprintf("%s.images[%d].commonUpdateSettings", at, j))
+					verify(im, fmt.Sprintf("%s.images[%d]", at, j))
 				}
 			}
 		}

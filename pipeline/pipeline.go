@@ -227,7 +227,7 @@ func (p *Pipeline) resolve(ctx context.Context, app string, report *Report, reqs
 		}
 		s.Answer = answers[s.reqIdx]
 		if err := s.Answer.Err(); err != nil {
-			failures.add(s, err)
+			failures.add(s, verifyErrorSource(err, s.Policy))
 			continue
 		}
 		res := s.Answer.Result
@@ -238,6 +238,38 @@ func (p *Pipeline) resolve(ctx context.Context, app string, report *Report, reqs
 	}
 	return failures.err()
 }
+
+// verifyErrorSource names, in an input error about a verify field (an app's
+// requirement that conflicts with the operator's for the registry, found at
+// resolution), where the app gave it: the parameter or the policy file key. An
+// answer carries the error as its message ("verify-identity: invalid value ..."),
+// so the field is relabelled in the text; the error stays an input error.
+func verifyErrorSource(err error, ip *plugin.ImagePolicy) error {
+	var ie *resolve.InputError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	for field, key := range map[resolve.PolicyField]string{
+		resolve.FieldVerifyIdentity: plugin.SourceVerifyIdentity,
+		resolve.FieldVerifyIssuer:   plugin.SourceVerifyIssuer,
+		resolve.FieldVerifyKey:      plugin.SourceVerifyKey,
+	} {
+		rest, ok := strings.CutPrefix(err.Error(), string(field)+": ")
+		if src := ip.Source[key]; ok && src != "" {
+			return &relabelled{msg: src + ": " + rest, err: err}
+		}
+	}
+	return err
+}
+
+// relabelled is an error whose message names the user's spelling of a field.
+type relabelled struct {
+	msg string
+	err error
+}
+
+func (e *relabelled) Error() string { return e.msg }
+func (e *relabelled) Unwrap() error { return e.err }
 
 // resolveFailures are a render's failed resolutions: one per alias and error,
 // with every object that needed it.
@@ -313,7 +345,10 @@ func rewrite(subs []*Substitution) error {
 
 // Describe says briefly why a result was chosen: strategy, constraint, the tag
 // filters that narrowed the choice (so that a 1.0.0 chosen under allow-tags does not
-// read as if 1.1.0 did not exist), platforms.
+// read as if 1.1.0 did not exist), platforms, and who signed it when a signature
+// was required ("signed by <identity> (issuer <issuer>)" or "signed by key <name>").
+// It is part of the resolved annotation: it names nothing that changes between
+// renders of the same resolution.
 func Describe(req resolve.Request, res *resolve.Result) string {
 	parts := []string{string(res.Strategy)}
 	if c := req.Policy.Constraint; c != "" {
@@ -327,6 +362,9 @@ func Describe(req resolve.Request, res *resolve.Result) string {
 	}
 	if len(res.Platforms) > 0 {
 		parts = append(parts, "platforms "+strings.Join(res.Platforms, ","))
+	}
+	if res.Verified != nil {
+		parts = append(parts, "signed by "+res.Verified.Describe())
 	}
 	return strings.Join(parts, "; ")
 }

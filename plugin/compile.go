@@ -28,31 +28,15 @@ func (m *merger) compile(alias string, fi *fileImage, merged [numFields]value) *
 		IgnoreTags: resolve.CanonicalIgnoreTags(merged[fIgnore].list),
 		Platforms:  slices.Clone(merged[fPlatforms].list),
 		PinDigest:  merged[fPinDigest].b,
+		Verify: resolve.VerifySpec{
+			Identity: merged[fVerifyIdentity].str,
+			Issuer:   merged[fVerifyIssuer].str,
+			Key:      merged[fVerifyKey].str,
+		},
 	}
 	pol, err := spec.Compile()
 	if err != nil {
-		label := fmt.Sprintf("alias %q", alias)
-		var ie *resolve.InputError
-		if errors.As(err, &ie) {
-			f := fImage
-			switch ie.Policy {
-			case resolve.FieldStrategy:
-				f = fStrategy
-			case resolve.FieldConstraint:
-				f = fConstraint
-			case resolve.FieldAllowTags:
-				f = fAllow
-			case resolve.FieldIgnoreTags:
-				f = fIgnore
-			case resolve.FieldPlatforms:
-				f = fPlatforms
-			}
-			label = fieldLabel(alias, merged, f, fi)
-			if f == fConstraint && merged[fStrategy].set {
-				label += fmt.Sprintf(", with update-strategy %q from %s", merged[fStrategy].str, merged[fStrategy].label())
-			}
-		}
-		m.fail(resolve.WithField(err, label))
+		m.fail(resolve.WithField(err, errorLabel(err, alias, merged, fi)))
 		return nil
 	}
 	ip := &ImagePolicy{
@@ -69,6 +53,39 @@ func (m *merger) compile(alias string, fi *fileImage, merged [numFields]value) *
 		}
 	}
 	return ip
+}
+
+// policyFields maps the policy fields of resolve's input errors to the fields here.
+var policyFields = map[resolve.PolicyField]field{
+	resolve.FieldStrategy:       fStrategy,
+	resolve.FieldConstraint:     fConstraint,
+	resolve.FieldAllowTags:      fAllow,
+	resolve.FieldIgnoreTags:     fIgnore,
+	resolve.FieldPlatforms:      fPlatforms,
+	resolve.FieldVerifyIdentity: fVerifyIdentity,
+	resolve.FieldVerifyIssuer:   fVerifyIssuer,
+	resolve.FieldVerifyKey:      fVerifyKey,
+}
+
+// errorLabel names, in the user's spelling, where the value a compile error is
+// about was given (or would go).
+func errorLabel(err error, alias string, merged [numFields]value, fi *fileImage) string {
+	var ie *resolve.InputError
+	if !errors.As(err, &ie) {
+		return fmt.Sprintf("alias %q", alias)
+	}
+	f, ok := policyFields[ie.Policy]
+	if !ok {
+		f = fImage
+	}
+	if isVerify(f) && !merged[f].set {
+		return missingVerifyLabel(alias, merged, f)
+	}
+	label := fieldLabel(alias, merged, f, fi)
+	if f == fConstraint && merged[fStrategy].set {
+		label += fmt.Sprintf(", with update-strategy %q from %s", merged[fStrategy].str, merged[fStrategy].label())
+	}
+	return label
 }
 
 // fieldLabel names where field f of an alias was given; for a field that was not

@@ -278,6 +278,7 @@ func FuzzParameters(f *testing.F) {
 		`[{"name":"image-list","string":"web=ghcr.io/org/web:~1.2"},{"array":["a"],"name":"x"},{"map":{"k":"v"},"name":"y"}]`,
 		`[{"array":["web=nginx:>=1.2 <2","api=ghcr.io/o/api"],"name":"image-list"},{"name":"web.update-strategy","string":"latest"},{"array":["linux/amd64"],"name":"platforms"}]`,
 		`[{"name":"image-list","string":"a/b=nginx, nginx"},{"name":"a_b.tag-match","string":"regexp:^1"},{"name":"pin-mode","string":"use"},{"map":{"a":"b"},"name":"helm-parameters"}]`,
+		`[{"name":"image-list","string":"web=nginx"},{"name":"verify-issuer","string":"https://token.actions.githubusercontent.com"},{"name":"web.verify-identity","string":"regexp:^https://github.com/org/"},{"name":"verify-key","string":"release"}]`,
 	} {
 		f.Add(seed)
 	}

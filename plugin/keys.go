@@ -20,15 +20,23 @@ const (
 	fIgnore
 	fPlatforms
 	fPinDigest
+	fVerifyIdentity
+	fVerifyIssuer
+	fVerifyKey
 	numFields
 )
 
-var fieldSource = [numFields]string{SourceImage, SourceConstraint, SourceStrategy, SourceAllowTags, SourceIgnoreTags, SourcePlatforms, SourcePinDigest}
+var fieldSource = [numFields]string{SourceImage, SourceConstraint, SourceStrategy, SourceAllowTags, SourceIgnoreTags, SourcePlatforms, SourcePinDigest,
+	SourceVerifyIdentity, SourceVerifyIssuer, SourceVerifyKey}
+
+// verifyFields are the signature requirement's fields, keyless (identity, issuer)
+// then key.
+var verifyFields = []field{fVerifyIdentity, fVerifyIssuer, fVerifyKey}
 
 // value is one setting as one source gave it.
 type value struct {
 	set  bool
-	str  string          // image (as written), constraint, strategy, allowTags
+	str  string          // image (as written), constraint, strategy, allowTags, verify-*
 	repo name.Repository // image
 	list []string        // ignoreTags, platforms
 	b    bool            // pinDigest
@@ -57,6 +65,9 @@ var imageKeys = []imageKey{
 	{KeyIgnoreTags, fIgnore, []ParamKind{KindString, KindArray}, ignoreAccepted},
 	{KeyPlatforms, fPlatforms, []ParamKind{KindString, KindArray}, platformsAccepted},
 	{KeyPinDigest, fPinDigest, []ParamKind{KindString}, pinDigestAccepted},
+	{KeyVerifyIdentity, fVerifyIdentity, []ParamKind{KindString}, verifyIdentityAccepted},
+	{KeyVerifyIssuer, fVerifyIssuer, []ParamKind{KindString}, verifyIssuerAccepted},
+	{KeyVerifyKey, fVerifyKey, []ParamKind{KindString}, verifyKeyAccepted},
 }
 
 func imageKeyFor(key string) (imageKey, bool) {

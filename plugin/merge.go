@@ -214,7 +214,8 @@ func (b *policyBuilder) checkHelmKeysUsed() {
 
 // mergeAndCompile layers each alias's values (application-wide, then the policy
 // file's, then its parameters; image-list gives the image and constraint) and
-// compiles its policy.
+// compiles its policy. The most specific layer naming a verify key or a keyless
+// identity decides between them (settleVerify).
 func (b *policyBuilder) mergeAndCompile() {
 	for _, a := range b.aliases {
 		var merged [numFields]value
@@ -232,6 +233,7 @@ func (b *policyBuilder) mergeAndCompile() {
 				}
 			}
 		}
+		settleVerify(&merged, layers)
 		if e, ok := b.fromList[a]; ok {
 			merged[fImage], merged[fConstraint] = e.image, e.cons
 		}
@@ -326,6 +328,8 @@ func (m *merger) checkValues(vals []value) {
 			_, err = resolve.ParseIgnoreTags(resolve.CanonicalIgnoreTags(v.list)...)
 		case fPlatforms:
 			_, err = resolve.ParsePlatforms(v.list...)
+		case fVerifyIdentity, fVerifyIssuer, fVerifyKey:
+			err = checkVerifyValue(field(f), v.str)
 		}
 		if err != nil {
 			m.fail(resolve.WithField(err, v.label()))

@@ -39,7 +39,7 @@ func Announce(repoRoot, appDir string) ([]byte, error) {
 // Announcements lists the parameters for the application in appDir, in a fixed order:
 // image-list (prefilled with the policy file's images as alias=repository[:constraint]),
 // the application-wide defaults (update-strategy, allow-tags, ignore-tags, platforms,
-// pin-digest), then for each alias of the policy file, sorted, its <alias>.* keys with
+// pin-digest, verify-identity, verify-issuer, verify-key), then for each alias of the policy file, sorted, its <alias>.* keys with
 // the file's values as defaults, then pin-mode, pin-target, pin-branch, refresh, values-files, helm-parameters and
 // values. Without a policy file only the general parameters are announced; a policy
 // file that does not load is an error. Announced values are defaults shown in the UI:
@@ -140,7 +140,9 @@ func Announcements(repoRoot, appDir string) ([]ParameterAnnouncement, error) {
 func keyAnnouncements(prefix, subject string, ip *ImagePolicy) []ParameterAnnouncement {
 	var strategy, allow, pin string
 	var ignore, platforms []string
+	var verify resolve.VerifySpec
 	if ip != nil {
+		verify = ip.Spec.Verify
 		strategy = ip.Spec.Strategy
 		if strategy == "" {
 			strategy = "semver"
@@ -153,7 +155,7 @@ func keyAnnouncements(prefix, subject string, ip *ImagePolicy) []ParameterAnnoun
 			pin = "true"
 		}
 	}
-	return []ParameterAnnouncement{
+	anns := []ParameterAnnouncement{
 		{
 			Name:           prefix + KeyUpdateStrategy,
 			Title:          subject + ": update strategy",
@@ -195,6 +197,7 @@ func keyAnnouncements(prefix, subject string, ip *ImagePolicy) []ParameterAnnoun
 			String:         pin,
 		},
 	}
+	return append(anns, verifyAnnouncements(prefix, subject, verify)...)
 }
 
 // splitItems turns list values (each possibly comma-separated) into one item per

@@ -22,7 +22,7 @@ func TestAnnounceWithoutFile(t *testing.T) {
 		names = append(names, a.Name)
 	}
 	want := []string{"image-list", "update-strategy", "allow-tags", "ignore-tags", "platforms", "pin-digest",
-		"pin-mode", "pin-target", "pin-branch", "refresh", "values-files", "helm-parameters", "values"}
+		"verify-identity", "verify-issuer", "verify-key", "pin-mode", "pin-target", "pin-branch", "refresh", "values-files", "helm-parameters", "values"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("names %q\nwant  %q", names, want)
 	}
@@ -38,7 +38,7 @@ func TestAnnounceWithoutFile(t *testing.T) {
 }
 
 func TestAnnounceFromFile(t *testing.T) {
-	dir := appDir(t, fullFile+"  api:\n    image: ghcr.io/org/api:>=1.0, <2\n")
+	dir := appDir(t, fullFile+"  api:\n    image: ghcr.io/org/api:>=1.0, <2\n    verify:\n      identity: 'regexp:^https://github.com/org/api/'\n      issuer: https://token.actions.githubusercontent.com\n")
 	anns, err := Announcements("", dir)
 	if err != nil {
 		t.Fatal(err)
@@ -50,9 +50,11 @@ func TestAnnounceFromFile(t *testing.T) {
 		names = append(names, a.Name)
 	}
 	var want []string
-	want = append(want, "image-list", "update-strategy", "allow-tags", "ignore-tags", "platforms", "pin-digest")
+	keys := []string{"update-strategy", "allow-tags", "ignore-tags", "platforms", "pin-digest", "verify-identity", "verify-issuer", "verify-key"}
+	want = append(want, "image-list")
+	want = append(want, keys...)
 	for _, alias := range []string{"api", "web", "worker"} {
-		for _, k := range []string{"update-strategy", "allow-tags", "ignore-tags", "platforms", "pin-digest"} {
+		for _, k := range keys {
 			want = append(want, alias+"."+k)
 		}
 	}
@@ -72,6 +74,10 @@ func TestAnnounceFromFile(t *testing.T) {
 		{"worker.ignore-tags", ParameterAnnouncement{CollectionType: "array", ItemType: "string", Array: []string{"*-dirty", "latest"}}},
 		{"web.platforms", ParameterAnnouncement{CollectionType: "array", ItemType: "string", Array: []string{"linux/amd64", "linux/arm64"}}},
 		{"worker.pin-digest", ParameterAnnouncement{CollectionType: "string", ItemType: "boolean", String: "true"}},
+		{"api.verify-identity", ParameterAnnouncement{CollectionType: "string", ItemType: "string", String: "regexp:^https://github.com/org/api/"}},
+		{"api.verify-issuer", ParameterAnnouncement{CollectionType: "string", ItemType: "string", String: "https://token.actions.githubusercontent.com"}},
+		{"api.verify-key", ParameterAnnouncement{CollectionType: "string", ItemType: "string"}},
+		{"web.verify-identity", ParameterAnnouncement{CollectionType: "string", ItemType: "string"}},
 		{"web.pin-digest", ParameterAnnouncement{CollectionType: "string", ItemType: "boolean", String: "false"}},
 		{"pin-mode", ParameterAnnouncement{CollectionType: "string", ItemType: "string", String: "off"}},
 		{"refresh", ParameterAnnouncement{CollectionType: "string", ItemType: "string", String: "hard"}},
@@ -92,6 +98,20 @@ func TestAnnounceFromFile(t *testing.T) {
 		t.Errorf("tooltip %q", tip)
 	}
 	if title := byName["web.platforms"].Title; title != "web: platforms" {
+		t.Errorf("title %q", title)
+	}
+	for name, want := range map[string][]string{
+		"api.verify-identity": {"Exact, or regexp:EXPR", "verify-issuer", "unsigned or otherwise signed tags are skipped"},
+		"api.verify-issuer":   {"https://token.actions.githubusercontent.com"},
+		"api.verify-key":      {"trust.keys", "never key material"},
+	} {
+		for _, w := range want {
+			if tip := byName[name].Tooltip; !strings.Contains(tip, w) {
+				t.Errorf("%s tooltip %q lacks %q", name, tip, w)
+			}
+		}
+	}
+	if title := byName["api.verify-key"].Title; title != "api: signed by (key name)" {
 		t.Errorf("title %q", title)
 	}
 
@@ -121,7 +141,8 @@ func TestAnnounceFromFile(t *testing.T) {
 	}
 	for i := range fromFile.Images {
 		f, p := fromFile.Images[i], fromParams.Images[i]
-		if f.Alias != p.Alias || f.Written != p.Written || f.Policy.String() != p.Policy.String() {
+		if f.Alias != p.Alias || f.Written != p.Written || f.Policy.String() != p.Policy.String() ||
+			(f.Policy.Trust() == nil) != (f.Alias != "api") {
 			t.Errorf("round trip: %+v\n!= %+v", f, p)
 		}
 	}

@@ -26,6 +26,12 @@ const (
 	KeyIgnoreTags     = "ignore-tags"
 	KeyPlatforms      = "platforms"
 	KeyPinDigest      = "pin-digest"
+	// KeyVerifyIdentity, KeyVerifyIssuer and KeyVerifyKey require the chosen tag to
+	// be signed: by a keyless certificate identity and its OIDC issuer, or by the
+	// operator's public key of that name (docs/signatures.md).
+	KeyVerifyIdentity = "verify-identity"
+	KeyVerifyIssuer   = "verify-issuer"
+	KeyVerifyKey      = "verify-key"
 	// KeyTagMatch is argocd-image-updater's deprecated name of allow-tags; accepted
 	// per image with a warning, as argocd-image-updater does.
 	KeyTagMatch = "tag-match"
@@ -71,6 +77,14 @@ const (
 	allImagesSourceTag = " (all images)"
 )
 
+// The verify keys' accepted forms, for messages and tooltips (resolve.VerifySpec
+// checks the values).
+const (
+	verifyIdentityAccepted = "the signer's certificate identity, exact (e.g. https://github.com/org/web/.github/workflows/release.yml@refs/heads/main) or regexp:EXPR (e.g. regexp:^https://github.com/org/web/.github/workflows/release.yml@refs/tags/); with verify-issuer, instead of verify-key"
+	verifyIssuerAccepted   = "the OIDC issuer of the signer's certificate, exact (e.g. https://token.actions.githubusercontent.com) or regexp:EXPR; with verify-identity, instead of verify-key"
+	verifyKeyAccepted      = "the name of a public key in the operator's trust.keys (letters, digits, ., _, -; never key material); instead of verify-identity and verify-issuer"
+)
+
 // Source keys of ImagePolicy.Source: the policy file's key names.
 const (
 	SourceImage      = "image"
@@ -80,6 +94,10 @@ const (
 	SourceIgnoreTags = "ignoreTags"
 	SourcePlatforms  = "platforms"
 	SourcePinDigest  = "pinDigest"
+	// The keys of the policy file's verify mapping.
+	SourceVerifyIdentity = "verify.identity"
+	SourceVerifyIssuer   = "verify.issuer"
+	SourceVerifyKey      = "verify.key"
 )
 
 // AppPolicy is the policy of one Application: its images and render settings.
@@ -126,9 +144,10 @@ type ImagePolicy struct {
 	Policy  *resolve.Policy
 	// Source says where each field that was set came from, keyed by the policy file's
 	// key names (image, constraint, strategy, allowTags, ignoreTags, platforms,
-	// pinDigest), e.g. "parameter \"web.update-strategy\"", "parameter
-	// \"update-strategy\" (all images)" or "file .argocd-image-resolver.yaml key
-	// images.web.strategy". Fields left at their defaults are absent.
+	// pinDigest, verify.identity, verify.issuer, verify.key), e.g. "parameter
+	// \"web.update-strategy\"", "parameter \"update-strategy\" (all images)" or
+	// "file .argocd-image-resolver.yaml key images.web.strategy". Fields left at
+	// their defaults are absent.
 	Source map[string]string
 }
 

@@ -26,7 +26,7 @@ const PolicyFileName = ".argocd-image-resolver.yaml"
 const maxPolicyFileSize = 1 << 20
 
 // fileImageKeys are the keys of images.<alias>, in documentation order.
-var fileImageKeys = []string{"image", "strategy", "constraint", "allowTags", "ignoreTags", "platforms", "pinDigest"}
+var fileImageKeys = []string{"image", "strategy", "constraint", "allowTags", "ignoreTags", "platforms", "pinDigest", "verify"}
 
 // fileImage is one images.<alias> entry of the policy file.
 type fileImage struct {
@@ -286,6 +286,10 @@ func (p fileParser) imageField(fi *fileImage, path, key string, v *yaml.Node) {
 	}
 	if isNullNode(v) {
 		return // an empty value leaves the field unset
+	}
+	if key == "verify" {
+		p.verifyField(fi, path, v)
+		return
 	}
 	val := value{set: true, src: src, line: v.Line}
 	switch key {

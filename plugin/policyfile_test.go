@@ -138,7 +138,7 @@ func TestPolicyFileErrors(t *testing.T) {
 		{"pinTarget not a string", "pinTarget: [pins]\n", []string{`file .argocd-image-resolver.yaml key pinTarget (line 1): is a list`}},
 		{"unknown top key", "images: {}\nimagez: {}\n", []string{`file .argocd-image-resolver.yaml key imagez (line 2): unknown key; did you mean "images"? (accepted: images, pinMode, pinTarget, pinBranch)`}},
 		{"images a list", "images:\n  - web\n", []string{"key images (line 2): is a list (accepted: a mapping of alias to image policy)"}},
-		{"unknown image key", "images:\n  web:\n    image: nginx\n    strategyy: semver\n", []string{`key images.web.strategyy (line 4): unknown key; did you mean "strategy"? (accepted: image, strategy, constraint, allowTags, ignoreTags, platforms, pinDigest)`}},
+		{"unknown image key", "images:\n  web:\n    image: nginx\n    strategyy: semver\n", []string{`key images.web.strategyy (line 4): unknown key; did you mean "strategy"? (accepted: image, strategy, constraint, allowTags, ignoreTags, platforms, pinDigest, verify)`}},
 		{"image-updater spelling", "images:\n  web:\n    image: nginx\n    allow-tags: any\n", []string{`key images.web.allow-tags (line 4): unknown key; did you mean "allowTags"?`}},
 		{"duplicate key", "images:\n  web:\n    image: nginx\n    image: redis\n", []string{"key images.web.image (line 4): duplicate key (first at line 3)"}},
 		{"duplicate alias", "images:\n  web: {image: nginx}\n  web: {image: redis}\n", []string{"key images.web (line 3): duplicate key (first at line 2)"}},
@@ -210,10 +210,12 @@ func FuzzPolicyFile(f *testing.F) {
 		"", fullFile, "images:\n", "images: {web: {image: nginx, constraint: '~1'}}\n",
 		"images:\n  web: &a\n    image: nginx\n  api: *a\n", "- a\n", "images: {a/b: {image: 'nginx:>=1 <2', platforms: linux/arm64}}\n---\n",
 		"images:\n  web:\n    image: ghcr.io/o/w\n    strategy: digest\n    constraint: latest\n    pinDigest: true\n",
+		"images:\n  web:\n    image: ghcr.io/o/w\n    verify: {identity: 'regexp:^https://github.com/o/', issuer: https://token.actions.githubusercontent.com}\n",
 	} {
 		f.Add(seed, "")
 	}
 	f.Add("images: {web: {strategy: newest-build}}\n", `[{"name":"image-list","string":"web=nginx"}]`)
+	f.Add("images: {web: {image: nginx, verify: {key: release}}}\n", `[{"name":"web.verify-identity","string":"x"},{"name":"verify-issuer","string":"y"}]`)
 	f.Fuzz(func(t *testing.T, file, params string) {
 		pf, err := parsePolicyFile([]byte(file))
 		if err != nil {

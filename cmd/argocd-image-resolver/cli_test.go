@@ -49,7 +49,8 @@ func TestHelp(t *testing.T) {
 		want    []string
 		notWant []string
 	}{
-		{[]string{"resolve"}, []string{"Exit status", "IMAGE_RESOLVER_CONFIG", "IMAGE_RESOLVER_REGISTRIES_CONFIG", "--strategy", "-o, --output"},
+		{[]string{"resolve"}, []string{"Exit status", "IMAGE_RESOLVER_CONFIG", "IMAGE_RESOLVER_REGISTRIES_CONFIG", "--strategy", "-o, --output",
+			"--verify-identity string", "--verify-issuer string", "--verify-key string"},
 			[]string{"--update-strategy", "--semver-constraint"}},
 		{[]string{"generate"}, []string{"Exit status", "IMAGE_RESOLVER_CONFIG", "ARGOCD_APP_", "argocd-image-resolver-generate"}, nil},
 		{[]string{"preview"}, []string{"Exit status", "IMAGE_RESOLVER_CONFIG", "IMAGE_RESOLVER_SOCKET", "-o, --output", "json (the table's data)"}, nil},

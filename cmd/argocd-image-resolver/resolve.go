@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/internal/compose"
+	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -24,10 +26,20 @@ type resolveCommand struct {
 	output   string
 	app      string
 	files    *config.Flags
+
+	// newResolver builds the resolver (compose.NewDirectResolver; tests give
+	// their own signature verifier).
+	newResolver func(config.Config, ...resolve.RemoteOption) (*resolve.Resolver, error)
 }
 
 func newResolveCommand() *cobra.Command {
-	rc := &resolveCommand{}
+	return resolveCommandFor(&resolveCommand{newResolver: func(c config.Config, opts ...resolve.RemoteOption) (*resolve.Resolver, error) {
+		return compose.NewDirectResolver(c, nil, opts...)
+	}})
+}
+
+// resolveCommandFor is the resolve command running rc.
+func resolveCommandFor(rc *resolveCommand) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "resolve IMAGE",
 		Short: "Resolve one image repository to the tag its policy selects",
@@ -43,7 +55,10 @@ Environment:
 
 ` + exitCodesHelp,
 		Example: `  argocd-image-resolver resolve ghcr.io/org/app:~1.2 --platforms linux/arm64
-  argocd-image-resolver resolve nginx --strategy newest-build --allow-tags 'regexp:^1\.' --explain`,
+  argocd-image-resolver resolve nginx --strategy newest-build --allow-tags 'regexp:^1\.' --explain
+  argocd-image-resolver resolve ghcr.io/org/app:^1 --explain \
+    --verify-identity 'regexp:^https://github.com/org/app/.github/workflows/release.yml@refs/tags/' \
+    --verify-issuer https://token.actions.githubusercontent.com`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return rc.run(cmd, args[0]) },
 	}
@@ -63,6 +78,9 @@ func (rc *resolveCommand) addFlags(f *pflag.FlagSet) {
 	f.StringArrayVar(&rc.spec.IgnoreTags, "ignore-tags", nil, "globs (comma-separated) or regexp:EXPR; repeatable")
 	f.StringSliceVar(&rc.spec.Platforms, "platforms", nil, "platforms every chosen tag must have: os/arch[/variant],... (default: defaultPlatforms of the configuration, as for a render)")
 	f.BoolVar(&rc.spec.PinDigest, "pin-digest", false, "write tag@sha256:digest")
+	f.StringVar(&rc.spec.Verify.Identity, "verify-identity", "", "require a keyless signature by this certificate identity: exact, or regexp:EXPR (with --verify-issuer)")
+	f.StringVar(&rc.spec.Verify.Issuer, "verify-issuer", "", "the OIDC issuer of the signer's certificate, e.g. https://token.actions.githubusercontent.com (exact or regexp:EXPR)")
+	f.StringVar(&rc.spec.Verify.Key, "verify-key", "", "require a signature by the public key of this name in the configuration's trust.keys")
 	f.BoolVar(&rc.insecure, "insecure", false, "allow plain HTTP and unverified TLS for this registry")
 	f.StringVar(&rc.app, "app", "", "Argo CD app name to resolve as (for registries whose credentials are scoped to apps)")
 	f.BoolVar(&rc.explain, "explain", false, "show every candidate considered and why it won or was passed over")
@@ -115,6 +133,9 @@ func (rc *resolveCommand) policy(constraint string, cfg config.Config) (*resolve
 	if len(spec.Platforms) == 0 {
 		spec.Platforms = resolve.PlatformStrings(cfg.DefaultPlatforms)
 	}
+	if err := plugin.RefuseKeyMaterial("--verify-key", spec.Verify.Key); err != nil {
+		return nil, err
+	}
 	policy, err := spec.Compile()
 	if err != nil {
 		return nil, flagError(err)
@@ -129,7 +150,7 @@ func (rc *resolveCommand) resolve(ctx context.Context, cfg config.Config, repo n
 	if rc.insecure {
 		remoteOpts = append(remoteOpts, resolve.WithInsecure(true))
 	}
-	resolver, err := compose.NewDirectResolver(cfg, nil, remoteOpts...)
+	resolver, err := rc.newResolver(cfg, remoteOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -143,6 +164,11 @@ func (rc *resolveCommand) resolve(ctx context.Context, cfg config.Config, repo n
 	if err != nil && ctx.Err() != nil {
 		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
 	}
+	// The flags' requirement may conflict with the operator's for the registry.
+	var ie *resolve.InputError
+	if errors.As(err, &ie) && strings.HasPrefix(string(ie.Policy), "verify-") {
+		err = flagError(err)
+	}
 	return res, err
 }
 
@@ -153,7 +179,27 @@ func (rc *resolveCommand) write(out io.Writer, format string, res *resolve.Resul
 	case "yaml":
 		return writeYAML(out, res)
 	}
-	return res.WriteText(out, rc.explain)
+	var b strings.Builder
+	if err := res.WriteText(&b, rc.explain); err != nil {
+		return err
+	}
+	_, err := io.WriteString(out, withSigner(b.String(), res.Verified))
+	return err
+}
+
+// withSigner adds to a result's text, after its platforms line and aligned with
+// it, who signed the chosen tag and where the signature was found.
+func withSigner(text string, v *resolve.Verified) string {
+	const label = "  platforms"
+	i := strings.Index(text, "\n"+label)
+	if v == nil || i < 0 {
+		return text
+	}
+	line, _, _ := strings.Cut(text[i+1:], "\n")
+	col := len(line) - len(strings.TrimLeft(line[len(label):], " "))
+	signer := fmt.Sprintf("%-*s%s; signature from %s", col, "  signed by", v.Describe(), v.Source)
+	end := i + 1 + len(line) + 1
+	return text[:end] + signer + "\n" + text[end:]
 }
 
 // flagError names the flag that set the policy field an input error is about.
@@ -168,6 +214,10 @@ func flagError(err error) error {
 		resolve.FieldAllowTags:  "--allow-tags",
 		resolve.FieldIgnoreTags: "--ignore-tags",
 		resolve.FieldPlatforms:  "--platforms",
+
+		resolve.FieldVerifyIdentity: "--verify-identity",
+		resolve.FieldVerifyIssuer:   "--verify-issuer",
+		resolve.FieldVerifyKey:      "--verify-key",
 	}[ie.Policy]
 	if !ok {
 		return err

@@ -71,6 +71,8 @@ func TestResolveCommandJSONAndExitCodes(t *testing.T) {
 		{"bad platform", []string{web, "--platforms", "linux"}, 2, `--platforms: invalid value "linux"`},
 		{"bad image", []string{"UPPER/case"}, 2, "IMAGE"},
 		{"two constraints", []string{web + ":~1.0", "--constraint", "^2"}, 2, "--constraint"},
+		{"identity without issuer", []string{web, "--verify-identity", "https://github.com/org/web/.github/workflows/release.yml@refs/heads/main"}, 2, `--verify-issuer: invalid value "": verify-identity`},
+		{"key material", []string{web, "--verify-key", "-----BEGIN PUBLIC KEY-----\nMFkw\n-----END PUBLIC KEY-----"}, 2, `--verify-key: invalid value "(not shown)"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
