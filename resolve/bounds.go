@@ -150,6 +150,22 @@ type boundedTransport struct {
 	maxReferrersBytes int64
 }
 
+// MaxManifestBytes caps a manifest or index read: the size the OCI distribution
+// spec asks registries to accept (4 MiB). A registry that sends more is not
+// believed (go-containerregistry alone would read 100 MiB).
+const MaxManifestBytes = 4 << 20
+
+// manifestBytesError is a manifest body over MaxManifestBytes.
+type manifestBytesError struct{ max int64 }
+
+func (e *manifestBytesError) Error() string {
+	return fmt.Sprintf("manifest over %d bytes (the OCI distribution spec's 4 MiB); not read further", e.max)
+}
+
+func isManifestGet(req *http.Request) bool {
+	return req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/manifests/")
+}
+
 func isTagList(req *http.Request) bool {
 	return req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/tags/list")
 }
@@ -186,6 +202,9 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	b := &boundedBody{rc: resp.Body, ctx: ctx, parent: req.Context(), release: release}
 	if t.maxPageBytes > 0 && isTagList(req) {
 		b.limit, b.limitErr = t.maxPageBytes, &pageBytesError{max: t.maxPageBytes}
+	}
+	if isManifestGet(req) {
+		b.limit, b.limitErr = MaxManifestBytes, &manifestBytesError{max: MaxManifestBytes}
 	}
 	if t.maxReferrersBytes > 0 && isReferrers(req) {
 		b.limit, b.limitErr = t.maxReferrersBytes, &referrersBytesError{max: t.maxReferrersBytes}

@@ -1,6 +1,7 @@
 package resolve_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -446,5 +447,37 @@ func TestErrorBodyBounded(t *testing.T) {
 	}
 	if max := int64(s.Count(rt.Tags)) * (64<<10 + 4096); read.n.Load() > max {
 		t.Errorf("read %d bytes of error bodies, want at most %d (64 KiB per try)", read.n.Load(), max)
+	}
+}
+
+// manifestBytes counts the manifest body bytes the client read.
+type manifestBytes struct{ n atomic.Int64 }
+
+func (c *manifestBytes) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTrip(func(req *http.Request) (*http.Response, error) {
+		resp, err := next.RoundTrip(req)
+		if err == nil && strings.Contains(req.URL.Path, "/manifests/") {
+			resp.Body = &countBody{ReadCloser: resp.Body, n: &c.n}
+		}
+		return resp, err
+	})
+}
+
+// TestManifestBodyBounded: a registry that answers a manifest GET with 64 MiB is
+// read no further than the OCI spec's 4 MiB, and the resolution fails saying so.
+func TestManifestBodyBounded(t *testing.T) {
+	s := rt.New(t)
+	pushTags(t, s, "app", "1.0.0")
+	big := append([]byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[`), bytes.Repeat([]byte(" "), 64<<20)...)
+	s.Inject(rt.Fault{Kind: rt.ManifestGet, Status: http.StatusOK, Body: big,
+		Header: http.Header{"Content-Type": {"application/vnd.oci.image.index.v1+json"}}})
+	var read manifestBytes
+	r := newResolver(t, resolve.WithTransportWrapper(read.wrap))
+	_, err := resolveIn(t, r, s, "app", resolve.PolicySpec{Platforms: []string{"linux/amd64"}})
+	if err == nil || !strings.Contains(err.Error(), "manifest over 4194304 bytes") {
+		t.Fatalf("error = %v, want the manifest cap named", err)
+	}
+	if max := int64(s.Count(rt.ManifestGet)) * (resolve.MaxManifestBytes + 64<<10); read.n.Load() > max {
+		t.Errorf("read %d bytes of manifests over %d tries, want at most %d", read.n.Load(), s.Count(rt.ManifestGet), max)
 	}
 }
