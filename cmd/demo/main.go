@@ -91,7 +91,13 @@ func run(bin, scenarioPath, seedRemote string, serve bool) error {
 		return nil
 	}
 
-	fmt.Printf("# A registry with %s is up; registry.demo.local points at it.\n\n", scenarioPath)
+	pub, err := signDemo(srv, dir)
+	if err != nil {
+		return err
+	}
+	env = append(env, "IMAGE_RESOLVER_TRUST_KEYS=ci="+pub)
+	fmt.Printf("# A registry with %s is up; registry.demo.local points at it.\n", scenarioPath)
+	fmt.Printf("# CI signed demo/web:1.0.0 (not 1.1.0) with its key; trust.keys names the public half ci.\n\n")
 	steps := []struct {
 		say  string
 		args []string
@@ -122,6 +128,8 @@ func run(bin, scenarioPath, seedRemote string, serve bool) error {
 				"--platforms", "linux/amd64,linux/arm64", "--explain"}},
 		{"Numeric tags of demo/batch (numeric, not lexical order), as JSON:",
 			[]string{"resolve", "registry.demo.local/demo/batch", "--strategy", "numeric", "-o", "json"}},
+		{"Only what CI signed: 1.1.0 is unsigned, so the signed 1.0.0 wins, and the walk says why:",
+			[]string{"resolve", "registry.demo.local/demo/web", "--platforms", "linux/amd64", "--verify-key", "ci", "--explain"}},
 		{"A typo in the policy is an error that names the value and what is accepted (exit 2):",
 			[]string{"resolve", "registry.demo.local/demo/web", "--strategy", "newest"}},
 	}

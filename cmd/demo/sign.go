@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/signature/signtest"
 )
 
@@ -148,4 +150,31 @@ func readSigningKey(path string) (*ecdsa.PrivateKey, error) {
 		return nil, fmt.Errorf("--key %q: not an ECDSA P-256 key (%s)", path, accepted)
 	}
 	return ec, nil
+}
+
+// signDemo signs demo/web:1.0.0 of the demo registry with a fresh key named ci,
+// as a CI pipeline would, and writes the key's public half into dir for the
+// resolver's trust.keys; it returns that file.
+func signDemo(srv *registrytest.Server, dir string) (string, error) {
+	sg, err := signtest.New()
+	if err != nil {
+		return "", err
+	}
+	digest, err := srv.DigestE("demo/web", "1.0.0")
+	if err != nil {
+		return "", err
+	}
+	subject, err := name.NewDigest(srv.Host+"/demo/web@"+digest, name.Insecure)
+	if err != nil {
+		return "", err
+	}
+	if err := sg.Sign(context.Background(), subject, signtest.Referrers, signtest.Spec{Key: "ci"}); err != nil {
+		return "", fmt.Errorf("sign demo/web:1.0.0: %w", err)
+	}
+	pemBytes, err := sg.PublicKeyPEM("ci")
+	if err != nil {
+		return "", err
+	}
+	pub := filepath.Join(dir, "ci.pub")
+	return pub, os.WriteFile(pub, pemBytes, 0o644)
 }
