@@ -146,14 +146,15 @@ func (t *Trust) String() string {
 	if !t.Keyless() {
 		return "key:" + t.Key
 	}
-	var ids, iss []string
-	for _, m := range t.Identities {
-		ids = append(ids, m.String())
+	return fmt.Sprintf("keyless:%q|%q", matcherStrings(t.Identities), matcherStrings(t.Issuers))
+}
+
+func matcherStrings(ms []StringMatcher) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.String()
 	}
-	for _, m := range t.Issuers {
-		iss = append(iss, m.String())
-	}
-	return fmt.Sprintf("keyless:%q|%q", ids, iss)
+	return out
 }
 
 // Describe says the requirement for people: "identity X (issuer Y)" or "key K".
@@ -161,14 +162,8 @@ func (t *Trust) Describe() string {
 	if !t.Keyless() {
 		return "key " + t.Key
 	}
-	var ids, iss []string
-	for _, m := range t.Identities {
-		ids = append(ids, m.String())
-	}
-	for _, m := range t.Issuers {
-		iss = append(iss, m.String())
-	}
-	return fmt.Sprintf("identity %s (issuer %s)", strings.Join(ids, " and "), strings.Join(iss, " and "))
+	return fmt.Sprintf("identity %s (issuer %s)", strings.Join(matcherStrings(t.Identities), " and "),
+		strings.Join(matcherStrings(t.Issuers), " and "))
 }
 
 // MergeTrust combines the operator's requirement for a registry prefix (required,
