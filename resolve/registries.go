@@ -149,77 +149,11 @@ func ParseRegistries(source string, raw []byte) ([]RegistryConfig, error) {
 	for i := range f.Registries {
 		rc := &f.Registries[i]
 		field := func(k string) string { return fmt.Sprintf("%s: registries[%d].%s", source, i, k) }
-		p, err := normalisePrefix(rc.Prefix)
-		if err != nil {
-			return nil, &InputError{Field: field("prefix"), Value: rc.Prefix,
-				Accepted: "a registry host[:port], optionally followed by /path, e.g. ghcr.io/org", Err: err}
+		if err := checkEndpoint(rc, field, seen); err != nil {
+			return nil, err
 		}
-		if seen[p] {
-			return nil, &InputError{Field: field("prefix"), Value: rc.Prefix, Accepted: "each prefix once"}
-		}
-		seen[p] = true
-		rc.Prefix = p
-		if rc.API != "" {
-			if _, err := name.NewRegistry(rc.API, name.StrictValidation); err != nil || strings.Contains(rc.API, "/") {
-				return nil, &InputError{Field: field("api"), Value: rc.API, Accepted: "host[:port] of another endpoint of the same registry"}
-			}
-		}
-		if rc.PageSize < 0 {
-			return nil, &InputError{Field: field("pageSize"), Value: fmt.Sprint(rc.PageSize), Accepted: "0 (default) or a positive number"}
-		}
-		if math.IsNaN(rc.RateLimit) || math.IsInf(rc.RateLimit, 0) || rc.RateLimit < 0 {
-			return nil, &InputError{Field: field("rateLimit"), Value: fmt.Sprint(rc.RateLimit),
-				Accepted: "requests per second: 0 (no limit of its own) or a positive number, e.g. 5 or 0.5"}
-		}
-		if rc.DefaultNamespace != "" {
-			ok := reNamespace.MatchString(rc.DefaultNamespace)
-			if rc.Prefix == "docker.io" && rc.DefaultNamespace != "library" {
-				ok = false
-			}
-			if !ok {
-				return nil, &InputError{Field: field("defaultNamespace"), Value: rc.DefaultNamespace,
-					Accepted: "a repository path such as library or team/images (only library on Docker Hub)"}
-			}
-		}
-		if rc.CA != "" {
-			if rc.Insecure {
-				return nil, &InputError{Field: field("ca"), Value: rc.CA,
-					Accepted: "a CA file or insecure: true, not both (insecure turns TLS verification off)"}
-			}
-			if err := checkCAFile(rc.CA); err != nil {
-				return nil, &InputError{Field: field("ca"), Value: rc.CA,
-					Accepted: "the absolute path of a readable PEM file holding at least one CERTIFICATE", Err: err}
-			}
-		}
-		for j, g := range rc.Apps {
-			if _, err := path.Match(g, ""); err != nil || strings.TrimSpace(g) == "" {
-				return nil, &InputError{Field: field(fmt.Sprintf("apps[%d]", j)), Value: g,
-					Accepted: "an Argo CD application name or a glob (*, ?, [a-z]; * does not cross /)"}
-			}
-		}
-		if rc.Credentials != "" {
-			src, err := ParseCredentialSource(rc.Credentials)
-			if err != nil {
-				return nil, &InputError{Field: field("credentials"), Value: rc.Credentials, Accepted: CredentialSourceForms, Err: err}
-			}
-			if err := src.checkHost(rc.Host()); err != nil {
-				return nil, &InputError{Field: field("credentials"), Value: rc.Credentials, Err: err,
-					Accepted: fmt.Sprintf("%s only for the registries it serves, not for prefix %s", src.Kind, rc.Prefix)}
-			}
-		}
-		if rc.CredentialsExpire != "" {
-			d, err := time.ParseDuration(rc.CredentialsExpire)
-			if err != nil || d <= 0 || rc.Credentials == "" {
-				return nil, &InputError{Field: field("credentialsExpire"), Value: rc.CredentialsExpire,
-					Accepted: "a positive duration such as 30m or 12h, with credentials set"}
-			}
-		}
-		if rc.CredentialsTimeout != "" {
-			d, err := time.ParseDuration(rc.CredentialsTimeout)
-			if err != nil || d <= 0 || !strings.HasPrefix(rc.Credentials, CredExt+":") {
-				return nil, &InputError{Field: field("credentialsTimeout"), Value: rc.CredentialsTimeout,
-					Accepted: "a positive duration such as 10s or 2m, with credentials: ext:/path/to/script"}
-			}
+		if err := checkCredentials(rc, field); err != nil {
+			return nil, err
 		}
 		if rc.RequireSignature != nil {
 			if _, err := compileRequirement(source, rc.Prefix, *rc.RequireSignature); err != nil {
@@ -231,6 +165,90 @@ func ParseRegistries(source string, raw []byte) ([]RegistryConfig, error) {
 		return nil, err
 	}
 	return f.Registries, nil
+}
+
+// checkEndpoint checks (and normalises) an entry's prefix and where and how its
+// registry is reached; field names a key of the entry for messages.
+func checkEndpoint(rc *RegistryConfig, field func(string) string, seen map[string]bool) error {
+	p, err := normalisePrefix(rc.Prefix)
+	if err != nil {
+		return &InputError{Field: field("prefix"), Value: rc.Prefix,
+			Accepted: "a registry host[:port], optionally followed by /path, e.g. ghcr.io/org", Err: err}
+	}
+	if seen[p] {
+		return &InputError{Field: field("prefix"), Value: rc.Prefix, Accepted: "each prefix once"}
+	}
+	seen[p] = true
+	rc.Prefix = p
+	if rc.API != "" {
+		if _, err := name.NewRegistry(rc.API, name.StrictValidation); err != nil || strings.Contains(rc.API, "/") {
+			return &InputError{Field: field("api"), Value: rc.API, Accepted: "host[:port] of another endpoint of the same registry"}
+		}
+	}
+	if rc.PageSize < 0 {
+		return &InputError{Field: field("pageSize"), Value: fmt.Sprint(rc.PageSize), Accepted: "0 (default) or a positive number"}
+	}
+	if math.IsNaN(rc.RateLimit) || math.IsInf(rc.RateLimit, 0) || rc.RateLimit < 0 {
+		return &InputError{Field: field("rateLimit"), Value: fmt.Sprint(rc.RateLimit),
+			Accepted: "requests per second: 0 (no limit of its own) or a positive number, e.g. 5 or 0.5"}
+	}
+	if rc.DefaultNamespace != "" {
+		ok := reNamespace.MatchString(rc.DefaultNamespace)
+		if rc.Prefix == "docker.io" && rc.DefaultNamespace != "library" {
+			ok = false
+		}
+		if !ok {
+			return &InputError{Field: field("defaultNamespace"), Value: rc.DefaultNamespace,
+				Accepted: "a repository path such as library or team/images (only library on Docker Hub)"}
+		}
+	}
+	if rc.CA != "" {
+		if rc.Insecure {
+			return &InputError{Field: field("ca"), Value: rc.CA,
+				Accepted: "a CA file or insecure: true, not both (insecure turns TLS verification off)"}
+		}
+		if err := checkCAFile(rc.CA); err != nil {
+			return &InputError{Field: field("ca"), Value: rc.CA,
+				Accepted: "the absolute path of a readable PEM file holding at least one CERTIFICATE", Err: err}
+		}
+	}
+	for j, g := range rc.Apps {
+		if _, err := path.Match(g, ""); err != nil || strings.TrimSpace(g) == "" {
+			return &InputError{Field: field(fmt.Sprintf("apps[%d]", j)), Value: g,
+				Accepted: "an Argo CD application name or a glob (*, ?, [a-z]; * does not cross /)"}
+		}
+	}
+	return nil
+}
+
+// checkCredentials checks where an entry's credential comes from and how long it
+// is kept.
+func checkCredentials(rc *RegistryConfig, field func(string) string) error {
+	if rc.Credentials != "" {
+		src, err := ParseCredentialSource(rc.Credentials)
+		if err != nil {
+			return &InputError{Field: field("credentials"), Value: rc.Credentials, Accepted: CredentialSourceForms, Err: err}
+		}
+		if err := src.checkHost(rc.Host()); err != nil {
+			return &InputError{Field: field("credentials"), Value: rc.Credentials, Err: err,
+				Accepted: fmt.Sprintf("%s only for the registries it serves, not for prefix %s", src.Kind, rc.Prefix)}
+		}
+	}
+	if rc.CredentialsExpire != "" {
+		d, err := time.ParseDuration(rc.CredentialsExpire)
+		if err != nil || d <= 0 || rc.Credentials == "" {
+			return &InputError{Field: field("credentialsExpire"), Value: rc.CredentialsExpire,
+				Accepted: "a positive duration such as 30m or 12h, with credentials set"}
+		}
+	}
+	if rc.CredentialsTimeout != "" {
+		d, err := time.ParseDuration(rc.CredentialsTimeout)
+		if err != nil || d <= 0 || !strings.HasPrefix(rc.Credentials, CredExt+":") {
+			return &InputError{Field: field("credentialsTimeout"), Value: rc.CredentialsTimeout,
+				Accepted: "a positive duration such as 10s or 2m, with credentials: ext:/path/to/script"}
+		}
+	}
+	return nil
 }
 
 func checkCAFile(p string) error {
