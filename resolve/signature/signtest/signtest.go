@@ -93,9 +93,6 @@ func New() (*Signer, error) {
 // verifier trusts for keyless signatures.
 func (s *Signer) TrustedMaterial() root.TrustedMaterial { return s.vs }
 
-// Virtual is the virtual Sigstore itself.
-func (s *Signer) Virtual() *ca.VirtualSigstore { return s.vs }
-
 // key returns the ephemeral key named name, made on first use.
 func (s *Signer) key(name string) (*ecdsa.PrivateKey, error) {
 	s.mu.Lock()
