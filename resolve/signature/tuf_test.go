@@ -263,10 +263,10 @@ func TestTUFRefreshRefused(t *testing.T) {
 		}
 	})
 	tests := []struct {
-		name  string
+		name   string
 		break_ func(t *testing.T, te *tufEnv, tr *signature.TUFRoot)
-		keptB bool // the last good root is B's (else A's)
-		want  string
+		keptB  bool // the last good root is B's (else A's)
+		want   string
 	}{
 		{"tampered trusted root", func(t *testing.T, te *tufEnv, _ *signature.TUFRoot) {
 			te.publish(sgB)
