@@ -264,7 +264,7 @@ func TestTUFRefreshRefused(t *testing.T) {
 	})
 	tests := []struct {
 		name   string
-		break_ func(t *testing.T, te *tufEnv, tr *signature.TUFRoot)
+		spoil func(t *testing.T, te *tufEnv, tr *signature.TUFRoot)
 		keptB  bool // the last good root is B's (else A's)
 		want   string
 	}{
@@ -312,7 +312,7 @@ func TestTUFRefreshRefused(t *testing.T) {
 			if !verifies(t, e, v, "app", dA) {
 				t.Fatal("A's signature does not verify under A's root from TUF")
 			}
-			tc.break_(t, te, tr)
+			tc.spoil(t, te, tr)
 			kept := rootID(t, tr)
 			err := tr.Refresh(context.Background())
 			if err == nil || !strings.Contains(err.Error(), "trust.tufURL "+te.srv.URL) || !strings.Contains(err.Error(), tc.want) {
