@@ -119,7 +119,7 @@ func trustSettings() []Setting {
 				return strings.Join(s, ",")
 			}},
 		{Key: trustSection + "trustedRoot", Env: "IMAGE_RESOLVER_TRUST_TRUSTED_ROOT", Flag: "trust-trusted-root", Type: "path",
-			Usage: "Sigstore trusted_root.json keyless signatures are checked against, read from the file (offline); required by any keyless requirement",
+			Usage: "Sigstore trusted_root.json keyless signatures are checked against, read from the file (offline); a keyless requirement needs it or trust.tufURL; with trust.tufURL, the root used until the first fetch succeeds",
 			set: func(c *Config, v string) error {
 				v = strings.TrimSpace(v)
 				if v != "" {

@@ -212,8 +212,22 @@ func TestTUFRootRefresh(t *testing.T) {
 	if verifies(t, e, v, "app", dA) {
 		t.Error("A's signature still verifies under B's root (a cached verdict of the old root reused?)")
 	}
-	if n := strings.Count(te.log.String(), "fetched through TUF"); n != 2 {
-		t.Errorf("%d fetches logged, want 2:\n%s", n, te.log)
+	// a root listing both Sigstores: both verify
+	both, err := signtest.TrustedRootJSON(sgA, sgB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := te.repo.Publish(signtest.TrustedRootTarget, both); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !verifies(t, e, v, "app", dA) || !verifies(t, e, v, "app", dB) {
+		t.Error("under a root listing both Sigstores, A's or B's signature does not verify")
+	}
+	if n := strings.Count(te.log.String(), "fetched through TUF"); n != 3 {
+		t.Errorf("%d fetches logged, want 3:\n%s", n, te.log)
 	}
 }
 
@@ -263,10 +277,10 @@ func TestTUFRefreshRefused(t *testing.T) {
 		}
 	})
 	tests := []struct {
-		name   string
+		name  string
 		spoil func(t *testing.T, te *tufEnv, tr *signature.TUFRoot)
-		keptB  bool // the last good root is B's (else A's)
-		want   string
+		keptB bool // the last good root is B's (else A's)
+		want  string
 	}{
 		{"tampered trusted root", func(t *testing.T, te *tufEnv, _ *signature.TUFRoot) {
 			te.publish(sgB)
