@@ -169,7 +169,10 @@ redis:                                 # the registry view shared by several rep
   contentTTL: 24h                      # manifests and configs by digest
 trust:                                 # signatures: policies' verify, registries entries' requireSignature
   keys: {}                             # public keys by name, e.g. {release: /etc/argocd-image-resolver/keys/release.pub}
-  trustedRoot: ""                      # Sigstore trusted_root.json, needed by keyless requirements
+  trustedRoot: ""                      # Sigstore trusted_root.json, needed by keyless requirements (or tufURL)
+  tufURL: ""                           # TUF repository trusted_root.json is fetched from and refreshed, e.g. https://tuf-repo-cdn.sigstore.dev; "" (default): offline
+  tufRoot: ""                          # its TUF root.json (built in for https://tuf-repo-cdn.sigstore.dev)
+  tufRefresh: 24h                      # how old the fetched root may get before it is refreshed
   requireTlog: true                    # a keyless signature needs its transparency-log entry
   requireSCT: true                     # and its certificate a signed certificate timestamp
   verifyCandidates: 20                 # candidates checked for a signature in one resolution at most

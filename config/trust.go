@@ -13,11 +13,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
@@ -34,6 +36,17 @@ type TrustConfig struct {
 	// checked against (certificate authorities, transparency logs, timestamp
 	// authorities); "" for none, and then no keyless requirement can be met.
 	TrustedRoot string
+	// TUFURL is the base URL of a TUF repository the trusted root
+	// (trusted_root.json) is fetched from and refreshed, verified by its TUF
+	// metadata; "" (the default): none, verification is offline.
+	TUFURL string
+	// TUFRoot is the TUF root.json trust in TUFURL starts from; "" is accepted
+	// only for Sigstore's public-good repository (PublicGoodTUFURL), whose root
+	// is built in.
+	TUFRoot string
+	// TUFRefresh is how old the fetched trusted root may get before a
+	// verification refreshes it.
+	TUFRefresh time.Duration
 	// RequireTlog requires a keyless signature's transparency-log entry.
 	RequireTlog bool
 	// RequireSCT requires a keyless certificate's signed certificate timestamp.
@@ -51,12 +64,18 @@ type TrustConfig struct {
 const (
 	DefaultTrustMaxReferrers      = 128
 	DefaultTrustMaxSignatureBytes = 1 << 20
+	DefaultTrustTUFRefresh        = 24 * time.Hour
+	// PublicGoodTUFURL is the TUF repository of Sigstore's public-good instance,
+	// whose root.json the daemon has built in (sigstore-go's).
+	PublicGoodTUFURL = "https://tuf-repo-cdn.sigstore.dev"
 	// trustedRootMediaType starts the mediaType of a Sigstore trusted root
 	// ("application/vnd.dev.sigstore.trustedroot+json;version=0.1").
 	trustedRootMediaType = "application/vnd.dev.sigstore.trustedroot+json"
 	// maxPublicKeyFile and maxTrustedRootFile bound what is read of the files.
 	maxPublicKeyFile   = 64 << 10
 	maxTrustedRootFile = 8 << 20
+	// maxTUFRootFile is the TUF client's own bound on a root.json.
+	maxTUFRootFile = 512000
 )
 
 // DefaultTrustConfig has no keys and no trusted root; a keyless signature needs
@@ -65,6 +84,7 @@ func DefaultTrustConfig() TrustConfig {
 	return TrustConfig{
 		RequireTlog:       true,
 		RequireSCT:        true,
+		TUFRefresh:        DefaultTrustTUFRefresh,
 		VerifyCandidates:  resolve.DefaultVerifyCandidates,
 		MaxReferrers:      DefaultTrustMaxReferrers,
 		MaxSignatureBytes: DefaultTrustMaxSignatureBytes,
@@ -77,6 +97,8 @@ const (
 	keyNameAccepted     = "a key name (a letter or digit, then up to 62 letters, digits, ., _ or -)"
 	trustKeyAccepted    = "NAME=FILE: " + keyNameAccepted + " and the path of a PEM file holding one PUBLIC KEY (PKIX): ECDSA P-256 or P-384, Ed25519, or RSA of at least 2048 bits"
 	trustedRootAccepted = `the path of a Sigstore trusted_root.json (JSON whose mediaType is ` + trustedRootMediaType + `;version=...), or "" for none`
+	tufURLAccepted      = `the base URL of a TUF repository (http or https, without credentials, query or fragment), e.g. ` + PublicGoodTUFURL + `, or "" for none`
+	tufRootAccepted     = `the path of the TUF root.json of trust.tufURL (signed metadata whose signed._type is root: the repository's 1.root.json or a later version obtained out of band), or "" for Sigstore's public-good repository`
 )
 
 var keyNameGrammar = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
@@ -97,7 +119,7 @@ func trustSettings() []Setting {
 				return strings.Join(s, ",")
 			}},
 		{Key: trustSection + "trustedRoot", Env: "IMAGE_RESOLVER_TRUST_TRUSTED_ROOT", Flag: "trust-trusted-root", Type: "path",
-			Usage: "Sigstore trusted_root.json keyless signatures are checked against, read from the file (offline); required by any keyless requirement",
+			Usage: "Sigstore trusted_root.json keyless signatures are checked against, read from the file (offline); a keyless requirement needs it or trust.tufURL; with trust.tufURL, the root used until the first fetch succeeds",
 			set: func(c *Config, v string) error {
 				v = strings.TrimSpace(v)
 				if v != "" {
@@ -109,6 +131,33 @@ func trustSettings() []Setting {
 				return nil
 			},
 			get: func(c *Config) string { return c.Trust.TrustedRoot }},
+		{Key: trustSection + "tufURL", Env: "IMAGE_RESOLVER_TRUST_TUF_URL", Flag: "trust-tuf-url", Type: "url",
+			Usage: `TUF repository the Sigstore trusted_root.json is fetched from, verified by its TUF metadata, and refreshed every trust.tufRefresh (a failed refresh keeps the last good root); "" (default): none, offline`,
+			set: func(c *Config, v string) error {
+				v = strings.TrimSpace(v)
+				if err := checkTUFURL(v); err != nil {
+					return err
+				}
+				c.Trust.TUFURL = v
+				return nil
+			},
+			get: func(c *Config) string { return c.Trust.TUFURL }},
+		{Key: trustSection + "tufRoot", Env: "IMAGE_RESOLVER_TRUST_TUF_ROOT", Flag: "trust-tuf-root", Type: "path",
+			Usage: "TUF root.json trust in trust.tufURL starts from; required with trust.tufURL, except for Sigstore's public-good repository (" + PublicGoodTUFURL + "), whose root is built in",
+			set: func(c *Config, v string) error {
+				v = strings.TrimSpace(v)
+				if v != "" {
+					if err := checkTUFRoot(v); err != nil {
+						return &resolve.InputError{Value: v, Accepted: tufRootAccepted, Err: err}
+					}
+				}
+				c.Trust.TUFRoot = v
+				return nil
+			},
+			get: func(c *Config) string { return c.Trust.TUFRoot }},
+		durationRangeSetting(trustSection+"tufRefresh", "IMAGE_RESOLVER_TRUST_TUF_REFRESH", "trust-tuf-refresh",
+			"how old the trusted root fetched from trust.tufURL may get before a verification refreshes it (in the background); after a failure the next try is in a minute, doubling up to this",
+			func(c *Config) *time.Duration { return &c.Trust.TUFRefresh }, time.Minute, 30*24*time.Hour),
 		boolSetting(trustSection+"requireTlog", "IMAGE_RESOLVER_TRUST_REQUIRE_TLOG", "trust-require-tlog",
 			"a keyless signature must have a transparency-log entry",
 			func(c *Config) *bool { return &c.Trust.RequireTlog }),
@@ -139,6 +188,21 @@ func intRangeSetting(key, env, flag, usage string, field func(*Config) *int, lo,
 			return nil
 		},
 		get: func(c *Config) string { return strconv.Itoa(*field(c)) },
+	}
+}
+
+// durationRangeSetting is a duration from lo to hi.
+func durationRangeSetting(key, env, flag, usage string, field func(*Config) *time.Duration, lo, hi time.Duration) Setting {
+	return Setting{Key: key, Env: env, Flag: flag, Usage: usage, Type: "duration",
+		set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(strings.TrimSpace(v))
+			if err != nil || d < lo || d > hi {
+				return &resolve.InputError{Value: v, Accepted: fmt.Sprintf("%s, from %s to %s", durationAccepted, formatDuration(lo), formatDuration(hi))}
+			}
+			*field(c) = d
+			return nil
+		},
+		get: func(c *Config) string { return formatDuration(*field(c)) },
 	}
 }
 
@@ -272,6 +336,47 @@ func checkTrustedRoot(path string) error {
 	return nil
 }
 
+// checkTUFURL accepts "" or an http or https URL with a host and no
+// credentials, query or fragment. The error shows the URL without its password.
+func checkTUFURL(v string) error {
+	if v == "" {
+		return nil
+	}
+	u, err := url.Parse(v)
+	if err != nil {
+		return &resolve.InputError{Value: "(not a URL)", Accepted: tufURLAccepted}
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return &resolve.InputError{Value: u.Redacted(), Accepted: tufURLAccepted}
+	}
+	return nil
+}
+
+// checkTUFRoot checks that a file is TUF root metadata; its signatures are
+// checked by the signature verifier.
+func checkTUFRoot(path string) error {
+	raw, err := readBounded(path, maxTUFRootFile)
+	if err != nil {
+		return err
+	}
+	var doc struct {
+		Signed struct {
+			Type string `json:"_type"`
+		} `json:"signed"`
+		Signatures []json.RawMessage `json:"signatures"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return fmt.Errorf("%s: not JSON: %w", path, err)
+	}
+	if doc.Signed.Type != "root" || len(doc.Signatures) == 0 {
+		return fmt.Errorf("%s: signed._type %q with %d signatures, not signed root metadata", path, doc.Signed.Type, len(doc.Signatures))
+	}
+	return nil
+}
+
+// isPublicGoodTUF is whether u is Sigstore's public-good TUF repository.
+func isPublicGoodTUF(u string) bool { return strings.TrimSuffix(u, "/") == PublicGoodTUFURL }
+
 // PublicKeys reads every configured key now, by name.
 func (t TrustConfig) PublicKeys() (map[string]crypto.PublicKey, error) {
 	out := make(map[string]crypto.PublicKey, len(t.Keys))
@@ -294,6 +399,9 @@ func (t TrustConfig) Validate(registries []resolve.RegistryConfig) error {
 			return resolve.WithField(err, "trust.keys."+n)
 		}
 	}
+	if err := t.validateTUF(); err != nil {
+		return err
+	}
 	for _, rc := range registries {
 		rs := rc.RequireSignature
 		if rs == nil || rs.IsZero() {
@@ -311,11 +419,37 @@ func (t TrustConfig) Validate(registries []resolve.RegistryConfig) error {
 			}
 			continue
 		}
-		if t.TrustedRoot == "" {
+		if t.TrustedRoot == "" && t.TUFURL == "" {
 			return &resolve.InputError{Field: field + ".identity", Value: rs.Identity,
-				Err:      errors.New("a keyless requirement needs trust.trustedRoot, which is not set"),
-				Accepted: "a keyless requirement once trust.trustedRoot names the Sigstore trusted_root.json its certificates chain to, or {key: NAME} of trust.keys"}
+				Err:      errors.New("a keyless requirement needs trust.trustedRoot or trust.tufURL, and neither is set"),
+				Accepted: "a keyless requirement once trust.trustedRoot names the Sigstore trusted_root.json its certificates chain to (or trust.tufURL the TUF repository it is fetched from), or {key: NAME} of trust.keys"}
 		}
+	}
+	return nil
+}
+
+// validateTUF checks the TUF settings together (a Config built in code
+// included): a TUF root needs its repository, a repository other than
+// Sigstore's public-good one needs its TUF root.
+func (t TrustConfig) validateTUF() error {
+	if err := checkTUFURL(t.TUFURL); err != nil {
+		return resolve.WithField(err, "trust.tufURL")
+	}
+	switch {
+	case t.TUFRoot != "" && t.TUFURL == "":
+		return &resolve.InputError{Field: "trust.tufRoot", Value: t.TUFRoot, Err: errors.New("trust.tufURL, the repository it is the root of, is not set"),
+			Accepted: "a TUF root.json together with trust.tufURL, or none"}
+	case t.TUFURL != "" && t.TUFRoot == "" && !isPublicGoodTUF(t.TUFURL):
+		return &resolve.InputError{Field: "trust.tufRoot", Value: "",
+			Err:      fmt.Errorf("trust.tufURL %s is not Sigstore's public-good repository (%s), whose root is built in", t.TUFURL, PublicGoodTUFURL),
+			Accepted: tufRootAccepted}
+	case t.TUFRoot != "":
+		if err := checkTUFRoot(t.TUFRoot); err != nil {
+			return &resolve.InputError{Field: "trust.tufRoot", Value: t.TUFRoot, Accepted: tufRootAccepted, Err: err}
+		}
+	}
+	if t.TUFURL != "" && (t.TUFRefresh < time.Minute || t.TUFRefresh > 30*24*time.Hour) {
+		return &resolve.InputError{Field: "trust.tufRefresh", Value: formatDuration(t.TUFRefresh), Accepted: durationAccepted + ", from 1m to 720h"}
 	}
 	return nil
 }

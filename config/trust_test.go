@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
@@ -43,12 +44,16 @@ func ecKey(t *testing.T, c elliptic.Curve) *ecdsa.PrivateKey {
 
 const trustedRootJSON = `{"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1", "tlogs": [], "certificateAuthorities": []}`
 
+// tufRootJSON has the shape of TUF root metadata (its signatures are checked by
+// the signature verifier, not here).
+const tufRootJSON = `{"signed": {"_type": "root", "version": 1}, "signatures": [{"keyid": "ab", "sig": "cd"}]}`
+
 func TestTrustDefaults(t *testing.T) {
 	c, err := load(t, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := TrustConfig{RequireTlog: true, RequireSCT: true, VerifyCandidates: resolve.DefaultVerifyCandidates, MaxReferrers: 128, MaxSignatureBytes: 1 << 20}
+	want := TrustConfig{RequireTlog: true, RequireSCT: true, TUFRefresh: 24 * time.Hour, VerifyCandidates: resolve.DefaultVerifyCandidates, MaxReferrers: 128, MaxSignatureBytes: 1 << 20}
 	if !reflect.DeepEqual(c.Trust, want) {
 		t.Errorf("trust defaults %+v, want %+v", c.Trust, want)
 	}
@@ -69,10 +74,14 @@ func TestTrustPrecedence(t *testing.T) {
 	envB, envC := publicKeyFile(t, "b2.pub", &rsaKey.PublicKey), publicKeyFile(t, "c.pub", &p384.PublicKey)
 	flagA := publicKeyFile(t, "a2.pub", &p384.PublicKey)
 	root := writeFile(t, "trusted_root.json", trustedRootJSON)
+	tufRoot, tufRoot2 := writeFile(t, "root.json", tufRootJSON), writeFile(t, "2.root.json", tufRootJSON)
 	file := writeFile(t, "c.yaml", `
 trust:
   keys: {a: `+fileA+`, b: `+fileB+`}
   trustedRoot: `+root+`
+  tufURL: https://tuf.example.com/file
+  tufRoot: `+tufRoot+`
+  tufRefresh: 12h
   requireTlog: false
   verifyCandidates: 5
   maxSignatureBytes: 512KiB
@@ -81,12 +90,15 @@ registries:
   - {prefix: ghcr.io/other, requireSignature: {identity: "regexp:^https://github.com/org/", issuer: "https://token.actions.githubusercontent.com"}}
 `)
 	env := map[string]string{ConfigEnv: file, "IMAGE_RESOLVER_TRUST_KEYS": "b=" + envB + ", c=" + envC,
-		"IMAGE_RESOLVER_TRUST_VERIFY_CANDIDATES": "7", "IMAGE_RESOLVER_TRUST_MAX_SIGNATURE_BYTES": "2MiB"}
-	c, err := load(t, []string{"--trust-key", "a=" + flagA, "--trust-require-sct=false", "--trust-max-referrers", "64", "--trust-verify-candidates", "9"}, env)
+		"IMAGE_RESOLVER_TRUST_VERIFY_CANDIDATES": "7", "IMAGE_RESOLVER_TRUST_MAX_SIGNATURE_BYTES": "2MiB",
+		"IMAGE_RESOLVER_TRUST_TUF_URL": "https://tuf.example.com/env", "IMAGE_RESOLVER_TRUST_TUF_REFRESH": "6h"}
+	c, err := load(t, []string{"--trust-key", "a=" + flagA, "--trust-require-sct=false", "--trust-max-referrers", "64", "--trust-verify-candidates", "9",
+		"--trust-tuf-root", tufRoot2, "--trust-tuf-refresh", "90m"}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := TrustConfig{Keys: map[string]string{"a": flagA, "b": envB, "c": envC}, TrustedRoot: root, RequireTlog: false, RequireSCT: false,
+		TUFURL: "https://tuf.example.com/env", TUFRoot: tufRoot2, TUFRefresh: 90 * time.Minute,
 		VerifyCandidates: 9, MaxReferrers: 64, MaxSignatureBytes: 2 << 20}
 	if !reflect.DeepEqual(c.Trust, want) {
 		t.Errorf("trust %+v\nwant  %+v", c.Trust, want)
@@ -100,6 +112,9 @@ registries:
 	}
 	if got := c.Get("trust.keys"); got != "a="+flagA+",b="+envB+",c="+envC {
 		t.Errorf("trust.keys written as %q", got)
+	}
+	if got := c.Get("trust.tufRefresh"); got != "1h30m" {
+		t.Errorf("trust.tufRefresh written as %q", got)
 	}
 	// the file's key a (an Ed25519 key) is also accepted alone
 	c, err = load(t, nil, map[string]string{"IMAGE_RESOLVER_TRUST_KEYS": "a=" + fileB})
@@ -123,6 +138,7 @@ func TestTrustErrors(t *testing.T) {
 	big := writeFile(t, "big.pub", strings.Repeat("x", 65<<10))
 	root := writeFile(t, "trusted_root.json", trustedRootJSON)
 	notJSON := writeFile(t, "root.txt", "{mediaType")
+	tufRoot := writeFile(t, "root.json", tufRootJSON)
 	otherJSON := writeFile(t, "bundle.json", `{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"}`)
 	const keyless = `{identity: "https://github.com/org/web/.github/workflows/release.yml@refs/heads/main", issuer: "https://token.actions.githubusercontent.com"}`
 
@@ -158,7 +174,17 @@ func TestTrustErrors(t *testing.T) {
 		{"required key, no keys", "registries: [{prefix: ghcr.io/org, requireSignature: {key: release}}]\n", nil, nil,
 			[]string{`registries entry "ghcr.io/org": requireSignature.key`, "none configured"}},
 		{"keyless without trusted root", "registries: [{prefix: ghcr.io/org, requireSignature: " + keyless + "}]\n", nil, nil,
-			[]string{`registries entry "ghcr.io/org": requireSignature.identity`, "needs trust.trustedRoot, which is not set"}},
+			[]string{`registries entry "ghcr.io/org": requireSignature.identity`, "needs trust.trustedRoot or trust.tufURL, and neither is set"}},
+		{"tuf url scheme", "trust: {tufURL: 'ftp://tuf.example.com'}\n", nil, nil, []string{"trust.tufURL", `"ftp://tuf.example.com"`, "http or https"}},
+		{"tuf url credentials", "", []string{"--trust-tuf-url", "https://robot:s3cret@tuf.example.com"}, nil, []string{"--trust-tuf-url", `"https://robot:xxxxx@tuf.example.com"`, "without credentials"}},
+		{"tuf url query", "", nil, map[string]string{"IMAGE_RESOLVER_TRUST_TUF_URL": "https://tuf.example.com/?x=1"}, []string{"IMAGE_RESOLVER_TRUST_TUF_URL", "query"}},
+		{"tuf url without root", "trust: {tufURL: 'https://tuf.example.com'}\n", nil, nil,
+			[]string{"trust.tufRoot", "trust.tufURL https://tuf.example.com is not Sigstore's public-good repository (https://tuf-repo-cdn.sigstore.dev)", "the TUF root.json of trust.tufURL"}},
+		{"tuf root without url", "trust: {tufRoot: " + tufRoot + "}\n", nil, nil, []string{"trust.tufRoot", tufRoot, "trust.tufURL, the repository it is the root of, is not set"}},
+		{"tuf root missing", "", []string{"--trust-tuf-root", "/nonexistent/root.json"}, nil, []string{"--trust-tuf-root", "/nonexistent/root.json", "no such file", "TUF root.json"}},
+		{"tuf root other JSON", "", []string{"--trust-tuf-root", root}, nil, []string{"--trust-tuf-root", root, `signed._type "" with 0 signatures, not signed root metadata`}},
+		{"tuf refresh short", "trust: {tufRefresh: 30s}\n", nil, nil, []string{"trust.tufRefresh", `"30s"`, "from 1m to 720h"}},
+		{"tuf refresh long", "", nil, map[string]string{"IMAGE_RESOLVER_TRUST_TUF_REFRESH": "721h"}, []string{"IMAGE_RESOLVER_TRUST_TUF_REFRESH", "from 1m to 720h"}},
 		{"registries file, key from flag missing", "", []string{"--trust-trusted-root", root}, map[string]string{RegistriesConfigEnv: writeFile(t, "r.yaml", "registries: [{prefix: quay.io, requireSignature: {key: k}}]\n")},
 			[]string{`registries entry "quay.io": requireSignature.key`, `no key "k"`}},
 	}
@@ -199,6 +225,38 @@ func TestTrustRequirementsMet(t *testing.T) {
 	}
 	if len(c.Registries) != 2 || c.Registries[1].RequireSignature.Key != "release" || c.Trust.TrustedRoot != root {
 		t.Errorf("config %+v", c)
+	}
+}
+
+// TestTrustTUFSettings: Sigstore's public-good repository needs no TUF root (it
+// is built in); a keyless requirement is met by a TUF repository alone; the TUF
+// URL and the trusted root file may be given together.
+func TestTrustTUFSettings(t *testing.T) {
+	root := writeFile(t, "trusted_root.json", trustedRootJSON)
+	file := writeFile(t, "c.yaml", `registries:
+  - {prefix: ghcr.io/org, requireSignature: {identity: "regexp:^https://github.com/org/", issuer: "https://token.actions.githubusercontent.com"}}
+`)
+	for _, u := range []string{PublicGoodTUFURL, PublicGoodTUFURL + "/"} {
+		c, err := load(t, []string{"--trust-tuf-url", u}, map[string]string{ConfigEnv: file})
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		if c.Trust.TUFURL != u || c.Trust.TUFRoot != "" || c.Trust.TUFRefresh != 24*time.Hour {
+			t.Errorf("%s: trust %+v", u, c.Trust)
+		}
+	}
+	c, err := load(t, []string{"--trust-tuf-url", PublicGoodTUFURL, "--trust-trusted-root", root}, nil)
+	if err != nil || c.Trust.TrustedRoot != root || c.Trust.TUFURL != PublicGoodTUFURL {
+		t.Errorf("tufURL and trustedRoot together: %+v %v", c.Trust, err)
+	}
+	bad := DefaultConfig()
+	bad.Trust.TUFURL = "https://tuf.example.com"
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "trust.tufRoot") {
+		t.Errorf("built in code, tufURL without tufRoot: %v", err)
+	}
+	bad.Trust.TUFURL, bad.Trust.TUFRefresh = PublicGoodTUFURL, 0
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "trust.tufRefresh") {
+		t.Errorf("built in code, tufRefresh 0: %v", err)
 	}
 }
 

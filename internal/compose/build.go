@@ -13,6 +13,7 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/credentials"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/signature"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sigstore/sigstore-go/pkg/root"
 )
 
 // NewRemote builds the registry client of the configuration c: the registries
@@ -68,7 +69,8 @@ func NewResolver(c config.Config, reg resolve.Registry, verdicts resolve.Verdict
 }
 
 // NewVerifier builds the signature verifier of c's trust section over reg: the
-// named public keys, the Sigstore trusted root, the transparency-log and SCT
+// named public keys, the Sigstore trusted root (a file, or fetched through TUF
+// and refreshed when used: see trustedRoot), the transparency-log and SCT
 // requirements and the bounds of what is read. trust.requireTlog is about keyless
 // signatures (false lifts their log requirement); a key signature never needs a
 // log entry. A failed check is cached for the tag TTL, a success for a day.
@@ -93,17 +95,50 @@ func NewVerifier(c config.Config, reg resolve.Registry, verdicts resolve.Verdict
 	if !c.Trust.RequireTlog {
 		opts = append(opts, signature.WithRequireTlog(false))
 	}
-	if c.Trust.TrustedRoot != "" {
-		tm, err := signature.LoadTrustedRoot(c.Trust.TrustedRoot)
-		if err != nil {
-			return nil, err
-		}
+	tm, err := trustedRoot(c.Trust, log)
+	if err != nil {
+		return nil, err
+	}
+	if tm != nil {
 		opts = append(opts, signature.WithTrustedMaterial(tm))
 	}
 	if verdicts != nil {
 		opts = append(opts, signature.WithVerdictCache(verdicts))
 	}
 	return signature.New(reg, opts...)
+}
+
+// trustedRoot is the Sigstore trusted root of the trust section t: the
+// trustedRoot file, read now; with tufURL, the root fetched from that TUF
+// repository (from tufRoot's TUF root, or the built-in one of Sigstore's
+// public-good repository) at the first keyless verification and refreshed every
+// tufRefresh, the file being the root until the first fetch succeeds. nil for
+// none.
+func trustedRoot(t config.TrustConfig, log *slog.Logger) (root.TrustedMaterial, error) {
+	var file root.TrustedMaterial
+	if t.TrustedRoot != "" {
+		tm, err := signature.LoadTrustedRoot(t.TrustedRoot)
+		if err != nil {
+			return nil, err
+		}
+		file = tm
+	}
+	if t.TUFURL == "" {
+		return file, nil
+	}
+	o := signature.TUFOptions{URL: t.TUFURL, Initial: file, Refresh: t.TUFRefresh, Logger: log}
+	if t.TUFRoot != "" {
+		b, err := signature.ReadTUFRoot(t.TUFRoot)
+		if err != nil {
+			return nil, err
+		}
+		o.Root = b
+	}
+	tr, err := signature.NewTUFRoot(o)
+	if err != nil {
+		return nil, err
+	}
+	return tr, nil
 }
 
 // inspectConcurrency is how many tags a resolution inspects at once and how many

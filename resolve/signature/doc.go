@@ -61,7 +61,8 @@
 // Referrer lists are bounded in entries (Limits.MaxReferrers) and every
 // signature manifest, layer and bundle in bytes (Limits.MaxBytes); a malformed
 // bundle or certificate is a skip with its reason. Verdicts are cached by
-// repository, digest and requirement: successes for the success TTL, failures
+// repository, digest and requirement (and, for a trusted root fetched through
+// TUF, TUFRoot, by the root: a new root checks every candidate again): successes for the success TTL, failures
 // for the shorter failure TTL, so a signature added later is seen; registry
 // errors are not cached.
 package signature

@@ -16,6 +16,8 @@ import (
 const (
 	maxKeyFile  = 64 << 10
 	maxRootFile = 16 << 20
+	// maxTUFRootFile is the TUF client's own bound on a root.json.
+	maxTUFRootFile = 512000
 )
 
 // LoadPublicKeys reads the operator's named public keys (trust.keys: name -> PEM
@@ -71,6 +73,16 @@ func LoadTrustedRoot(path string) (root.TrustedMaterial, error) {
 		return nil, fmt.Errorf("trust.trustedRoot: %s: not a Sigstore trusted root (trusted_root.json): %w", path, err)
 	}
 	return tr, nil
+}
+
+// ReadTUFRoot reads the TUF root.json trust in a TUF repository starts from
+// (trust.tufRoot); NewTUFRoot checks its signatures. An error names the file.
+func ReadTUFRoot(path string) ([]byte, error) {
+	b, err := readBounded(path, maxTUFRootFile)
+	if err != nil {
+		return nil, fmt.Errorf("trust.tufRoot: %s: %w", path, err)
+	}
+	return b, nil
 }
 
 // readBounded reads a file of at most max bytes.

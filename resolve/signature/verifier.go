@@ -129,9 +129,9 @@ type Verifier struct {
 	o    options
 	keys map[string]keyCheck // by key name
 
-	keylessOnce sync.Once
-	keyless     *verify.Verifier
-	keylessErr  error
+	keylessMu sync.Mutex
+	keyless   *verify.Verifier // for the root of ID keylessID
+	keylessID string
 
 	noReferrers sync.Map // registry host -> time.Time until which it has no referrers API
 }
@@ -195,7 +195,7 @@ func (v *Verifier) keyVerifier(name string, pub crypto.PublicKey) (keyCheck, err
 	var vopts []verify.VerifierOption
 	if v.requireTlog(false) {
 		if v.o.trusted == nil {
-			kc.err = fmt.Errorf("a transparency-log entry is required (trust.requireTlog) but no Sigstore trusted root (trust.trustedRoot) gives the log's key")
+			kc.err = fmt.Errorf("a transparency-log entry is required (trust.requireTlog) but no Sigstore trusted root (trust.trustedRoot or trust.tufURL) gives the log's key")
 			return kc, nil
 		}
 		material = append(material, v.o.trusted)
@@ -215,23 +215,49 @@ func (v *Verifier) requireTlog(keyless bool) bool {
 	return keyless
 }
 
-// keylessVerifier is the sigstore-go verifier of keyless signatures.
-func (v *Verifier) keylessVerifier() (*verify.Verifier, error) {
-	v.keylessOnce.Do(func() {
-		if v.o.trusted == nil {
-			v.keylessErr = errors.New("keyless verification needs a Sigstore trusted root (setting trust.trustedRoot)")
-			return
-		}
-		vopts := []verify.VerifierOption{verify.WithObserverTimestamps(1), verify.WithoutStatementPredicate()}
-		if v.requireTlog(true) {
-			vopts = append(vopts, verify.WithTransparencyLog(1))
-		}
-		if v.o.requireSCT {
-			vopts = append(vopts, verify.WithSignedCertificateTimestamps(1))
-		}
-		v.keyless, v.keylessErr = verify.NewVerifier(v.o.trusted, vopts...)
-	})
-	return v.keyless, v.keylessErr
+// liveRoot is trusted material that changes while the verifier runs (TUFRoot):
+// Current is the material to verify with now and an ID that changes with it.
+type liveRoot interface {
+	Current(ctx context.Context) (root.TrustedMaterial, string, error)
+}
+
+// trustedNow is the trust root to verify with now and its ID ("" for a root
+// that does not change), or an error when there is none.
+func (v *Verifier) trustedNow(ctx context.Context) (root.TrustedMaterial, string, error) {
+	if lr, ok := v.o.trusted.(liveRoot); ok {
+		return lr.Current(ctx)
+	}
+	if v.o.trusted == nil {
+		return nil, "", errors.New("keyless verification needs a Sigstore trusted root (setting trust.trustedRoot or trust.tufURL)")
+	}
+	return v.o.trusted, "", nil
+}
+
+// keylessVerifier is the sigstore-go verifier of keyless signatures against the
+// trust root now, and the root's ID.
+func (v *Verifier) keylessVerifier(ctx context.Context) (*verify.Verifier, string, error) {
+	tm, id, err := v.trustedNow(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	v.keylessMu.Lock()
+	defer v.keylessMu.Unlock()
+	if v.keyless != nil && v.keylessID == id {
+		return v.keyless, id, nil
+	}
+	vopts := []verify.VerifierOption{verify.WithObserverTimestamps(1), verify.WithoutStatementPredicate()}
+	if v.requireTlog(true) {
+		vopts = append(vopts, verify.WithTransparencyLog(1))
+	}
+	if v.o.requireSCT {
+		vopts = append(vopts, verify.WithSignedCertificateTimestamps(1))
+	}
+	sv, err := verify.NewVerifier(tm, vopts...)
+	if err != nil {
+		return nil, "", err
+	}
+	v.keyless, v.keylessID = sv, id
+	return sv, id, nil
 }
 
 // check is how one requirement's signatures are verified.
@@ -243,14 +269,14 @@ type check struct {
 	mode string
 }
 
-func (v *Verifier) checkFor(t *resolve.Trust) (*check, error) {
+func (v *Verifier) checkFor(ctx context.Context, t *resolve.Trust) (*check, error) {
 	if t.Keyless() {
-		sv, err := v.keylessVerifier()
+		sv, id, err := v.keylessVerifier(ctx)
 		if err != nil {
 			return nil, err
 		}
 		return &check{t: t, sv: sv, policy: verify.WithoutIdentitiesUnsafe(),
-			mode: fmt.Sprintf("tlog=%t,sct=%t", v.requireTlog(true), v.o.requireSCT)}, nil
+			mode: fmt.Sprintf("tlog=%t,sct=%t", v.requireTlog(true), v.o.requireSCT) + rootMode(id)}, nil
 	}
 	kc, ok := v.keys[t.Key]
 	if !ok {
@@ -268,8 +294,25 @@ func (v *Verifier) checkFor(t *resolve.Trust) (*check, error) {
 	if kc.err != nil {
 		return nil, fmt.Errorf("key %s: %w", t.Key, kc.err)
 	}
-	return &check{t: t, sv: kc.v, policy: verify.WithKey(),
-		mode: fmt.Sprintf("key=%s,tlog=%t", kc.fingerprint, v.requireTlog(false))}, nil
+	mode := fmt.Sprintf("key=%s,tlog=%t", kc.fingerprint, v.requireTlog(false))
+	if v.requireTlog(false) {
+		// the log's key comes from the trust root
+		_, id, err := v.trustedNow(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("key %s: a transparency-log entry is required (trust.requireTlog): %w", t.Key, err)
+		}
+		mode += rootMode(id)
+	}
+	return &check{t: t, sv: kc.v, policy: verify.WithKey(), mode: mode}, nil
+}
+
+// rootMode is the part of a verdict's key naming a trust root that changes
+// (TUFRoot), so that a verdict is not reused under another root.
+func rootMode(id string) string {
+	if id == "" {
+		return ""
+	}
+	return ",root=" + id
 }
 
 // Verify finds the candidate's signatures and checks them against t: the
@@ -280,7 +323,7 @@ func (v *Verifier) Verify(ctx context.Context, s resolve.Subject, t *resolve.Tru
 	if t == nil {
 		return nil, errors.New("signature verifier: no requirement to check")
 	}
-	c, err := v.checkFor(t)
+	c, err := v.checkFor(ctx, t)
 	if err != nil {
 		return nil, err
 	}

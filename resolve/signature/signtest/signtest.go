@@ -24,6 +24,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -166,9 +167,21 @@ func (s *Signer) PublicKeys(names ...string) (map[string]crypto.PublicKey, error
 
 // TrustedRootJSON is the virtual Sigstore as a trusted_root.json, what an
 // operator gives the daemon (trust.trustedRoot).
-func (s *Signer) TrustedRootJSON() ([]byte, error) {
-	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, s.vs.FulcioCertificateAuthorities(), rawLogIDs(s.vs.CTLogs()),
-		s.vs.TimestampingAuthorities(), rawLogIDs(s.vs.RekorLogs()))
+func (s *Signer) TrustedRootJSON() ([]byte, error) { return TrustedRootJSON(s) }
+
+// TrustedRootJSON is one trusted_root.json listing the virtual Sigstores of all
+// the signers: their CAs, logs and timestamp authorities.
+func TrustedRootJSON(signers ...*Signer) ([]byte, error) {
+	var cas []root.CertificateAuthority
+	var tsas []root.TimestampingAuthority
+	ct, rekor := map[string]*root.TransparencyLog{}, map[string]*root.TransparencyLog{}
+	for _, s := range signers {
+		cas = append(cas, s.vs.FulcioCertificateAuthorities()...)
+		tsas = append(tsas, s.vs.TimestampingAuthorities()...)
+		maps.Copy(ct, rawLogIDs(s.vs.CTLogs()))
+		maps.Copy(rekor, rawLogIDs(s.vs.RekorLogs()))
+	}
+	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, cas, ct, tsas, rekor)
 	if err != nil {
 		return nil, fmt.Errorf("signtest: trusted root: %w", err)
 	}

@@ -1,0 +1,4 @@
+package signature
+
+// WaitRefresh waits for a background refresh Current started (tests).
+func (t *TUFRoot) WaitRefresh() { t.wg.Wait() }
