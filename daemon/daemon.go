@@ -201,7 +201,7 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 			store = &redisStore{r: shared, ttl: cfg.ForgetAfter}
 			d.Refresher.claims = shared
 		}
-		d.watch = &watchSaver{t: d.Tracker, store: store, period: watchSavePeriod, log: o.log}
+		d.watch = &watchSaver{t: d.Tracker, store: store, period: watchSavePeriod, log: o.log, now: make(chan struct{}, 1)}
 	}
 	return d, nil
 }
@@ -269,6 +269,16 @@ func (d *Daemon) MetricsAddr() string {
 
 // Ready is closed once the daemon serves.
 func (d *Daemon) Ready() <-chan struct{} { return d.readyCh }
+
+// SaveWatchList asks for the refresh loop's watch list to be saved at once, not at
+// the next period: the sidecar calls it when a shutdown begins, so that a restart
+// keeps what changed even if the pod is killed before the daemon stops. It does
+// not wait for the save; without the refresh loop it does nothing.
+func (d *Daemon) SaveWatchList() {
+	if d.watch != nil {
+		d.watch.saveNow()
+	}
+}
 
 // MetricsHandler serves /metrics, /healthz and /readyz.
 func (d *Daemon) MetricsHandler() http.Handler {

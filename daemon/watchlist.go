@@ -288,7 +288,17 @@ type watchSaver struct {
 	store  watchStore
 	period time.Duration
 	log    *slog.Logger
-	failed bool // the last write failed: logged once until one succeeds
+	failed bool          // the last write failed: logged once until one succeeds
+	now    chan struct{} // asks run for a save before the period ends (saveNow)
+}
+
+// saveNow asks for a save at once, without waiting: when a shutdown begins, so
+// that a restart keeps what changed even if the process is killed before it stops.
+func (w *watchSaver) saveNow() {
+	select {
+	case w.now <- struct{}{}:
+	default: // one is asked for already
+	}
 }
 
 // watchSavePeriod is how often changes are written: a restart loses at most the
@@ -325,6 +335,8 @@ func (w *watchSaver) run(ctx context.Context) {
 			cancel()
 			return
 		case <-t.C:
+			w.save(ctx)
+		case <-w.now:
 			w.save(ctx)
 		}
 	}

@@ -261,3 +261,31 @@ func TestReplicasAskOnceForAChange(t *testing.T) {
 		})
 	}
 }
+
+// SaveWatchList writes the watch list at once, not at the next period: what the
+// sidecar asks for when a shutdown begins, so a pod killed before the daemon
+// stops keeps what it watched.
+func TestSaveWatchListAtOnce(t *testing.T) {
+	s := rt.New(t)
+	pushTags(t, s, "web", "linux/amd64", "1.0.0", "1.1.0")
+	cfg := testConfig()
+	cfg.Socket = socketPath(t)
+	d := startStoppable(t, cfg, WithNotifier(&fakeNotifier{}), WithRefreshEvery(time.Hour))
+	watchedApp(t, s, cfg.Socket)
+	file := filepath.Join(filepath.Dir(cfg.Socket), watchFileName)
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("watch list written before the period or a request: %v", err)
+	}
+	d.d.SaveWatchList()
+	deadline := time.Now().Add(5 * time.Second) // well under the 10s period
+	for {
+		b, err := os.ReadFile(file)
+		if err == nil && strings.Contains(string(b), `"app":"web"`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("watch list not written after SaveWatchList: %v %s", err, b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

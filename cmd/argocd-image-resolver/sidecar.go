@@ -122,6 +122,7 @@ func runSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, argv [
 		case sig := <-sigs:
 			if forwarded == nil {
 				forwarded = sig
+				d.SaveWatchList() // the pod may be killed before the daemon stops
 				grace := time.NewTimer(stopGrace)
 				defer grace.Stop()
 				graceOver = grace.C

@@ -78,12 +78,18 @@ func (l *Lab) DaemonSocket() string { return filepath.Join(l.Dir, "cmp", "resolv
 // Sidecar is the running sidecar process.
 func (l *Lab) Sidecar() *Proc { return l.sidecar }
 
-// RestartSidecar KILLs the sidecar's process group (argocd-cmp-server ignores
-// SIGTERM) and starts a new one: an empty registry cache.
+// RestartSidecar stops the sidecar as a pod's termination does, SIGTERM and then,
+// after a grace, SIGKILL to its process group (argocd-cmp-server ignores SIGTERM),
+// and starts a new one: an empty registry cache. The grace lets the daemon save its
+// watch list at stop; without it the restart would forget what changed since the
+// last periodic save (10s), a loss a KILL is allowed but a pod's restart is not.
 func (l *Lab) RestartSidecar() error {
-	l.sidecar.Stop(0)
+	l.sidecar.Stop(restartGrace)
 	return l.StartSidecar()
 }
+
+// restartGrace is how long RestartSidecar waits between SIGTERM and SIGKILL.
+const restartGrace = 3 * time.Second
 
 func (l *Lab) startArgo() error {
 	ports, err := freePorts(6)
