@@ -15,7 +15,6 @@ import (
 	"maps"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,8 +99,6 @@ const (
 	tufURLAccepted      = `the base URL of a TUF repository (http or https, without credentials, query or fragment), e.g. ` + PublicGoodTUFURL + `, or "" for none`
 	tufRootAccepted     = `the path of the TUF root.json of trust.tufURL (signed metadata whose signed._type is root: the repository's 1.root.json or a later version obtained out of band), or "" for Sigstore's public-good repository`
 )
-
-var keyNameGrammar = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
 // trustSettings are the trust.* settings; in the file they are the keys of the
 // trust: section (keys: a mapping of names to files there).
@@ -232,7 +229,7 @@ func setTrustKey(c *Config, v string) error {
 	switch {
 	case !ok || file == "":
 		return &resolve.InputError{Value: v, Accepted: trustKeyAccepted, Err: errors.New("no =FILE")}
-	case !keyNameGrammar.MatchString(n):
+	case !resolve.CheckKeyName(n):
 		return &resolve.InputError{Value: v, Accepted: trustKeyAccepted, Err: fmt.Errorf("key name %q", n)}
 	}
 	if _, err := LoadPublicKey(file); err != nil {

@@ -33,6 +33,11 @@ const (
 
 var keyNameGrammar = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
+// CheckKeyName reports whether s may name a public key of the operator's
+// trust.keys (what verify-key and requireSignature.key name): a letter or digit,
+// then up to 62 letters, digits, ., _ or -.
+func CheckKeyName(s string) bool { return keyNameGrammar.MatchString(s) }
+
 // VerifySpec is a signature requirement as written: keyless (Identity and Issuer)
 // or a named key (Key). The zero value requires nothing.
 type VerifySpec struct {

@@ -11,13 +11,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/signature/signtest"
 )
@@ -37,9 +37,7 @@ const (
 )
 
 var (
-	// keyNameRE is the resolver's grammar of trust key names (config: trust.keys).
-	keyNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
-	layouts   = []signtest.Layout{signtest.Referrers, signtest.ReferrersTag, signtest.CosignTag}
+	layouts = []signtest.Layout{signtest.Referrers, signtest.ReferrersTag, signtest.CosignTag}
 )
 
 // signRemote signs the image's digest with the key, as `cosign sign --key` would
@@ -50,7 +48,7 @@ func signRemote(ctx context.Context, o signOptions) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !keyNameRE.MatchString(o.keyName) {
+	if !resolve.CheckKeyName(o.keyName) {
 		return "", fmt.Errorf("--key-name %q: accepted: a letter or digit, then up to 62 letters, digits, ., _ or - (the name trust.keys gives the public key)", o.keyName)
 	}
 	key, err := readSigningKey(o.keyFile)
