@@ -20,6 +20,8 @@ type Metrics struct {
 	Forgotten   *prometheus.CounterVec // reason
 	// InvalidTags counts listed tags skipped because they break the OCI tag grammar.
 	InvalidTags *prometheus.CounterVec // registry
+	// SignatureSkips counts candidates skipped for want of a satisfying signature.
+	SignatureSkips *prometheus.CounterVec // registry
 }
 
 // NewMetrics adds the daemon's metrics to m's registry (a new cache.Metrics when
@@ -42,14 +44,17 @@ func NewMetrics(m *cache.Metrics) *Metrics {
 		Help: "Apps the refresh loop stopped watching, by reason: idle (not rendered for forgetAfter), limit (maxTrackedApps reached; least recently rendered first), app-gone, opted-out, no-images (the app's render resolved no image any more)."}, []string{"reason"})
 	invalid := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: cache.Namespace, Name: "invalid_tags_skipped_total",
 		Help: "Tags a registry listed that break the OCI tag grammar, skipped (never chosen, never printed raw), by registry; counted once per resolution that met them."}, []string{"registry"})
-	m.Registry.MustRegister(refreshes, tracked, forgotten, invalid)
+	sigSkips := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: cache.Namespace, Name: "signature_skips_total",
+		Help: "Candidates skipped because no signature satisfied the requirement (unsigned, signed by another identity or key, a signature that does not verify), by registry; counted once per resolution that skipped them. A rising rate means images are pushed unsigned or signed by someone else."}, []string{"registry"})
+	m.Registry.MustRegister(refreshes, tracked, forgotten, invalid, sigSkips)
 	return &Metrics{
-		Metrics:     m,
-		Resolutions: h("resolution_duration_seconds", "Time to resolve one image, by strategy and result (ok, no-tag, input, registry, internal).", "strategy", "result"),
-		Batches:     h("batch_duration_seconds", "Time to answer one batch on the socket API, by result (ok, error).", "result"),
-		Refreshes:   refreshes,
-		TrackedApps: tracked,
-		Forgotten:   forgotten,
-		InvalidTags: invalid,
+		Metrics:        m,
+		Resolutions:    h("resolution_duration_seconds", "Time to resolve one image, by strategy and result (ok, no-tag, input, registry, internal).", "strategy", "result"),
+		Batches:        h("batch_duration_seconds", "Time to answer one batch on the socket API, by result (ok, error).", "result"),
+		Refreshes:      refreshes,
+		TrackedApps:    tracked,
+		Forgotten:      forgotten,
+		InvalidTags:    invalid,
+		SignatureSkips: sigSkips,
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -94,13 +95,31 @@ func (m *Metrics) observeResolution(req resolve.Request, a resolve.Answer, took 
 		result = string(a.ErrorKind)
 	}
 	m.Resolutions.WithLabelValues(strategy, result).Observe(took.Seconds())
-	if a.Result != nil && a.Result.InvalidTags > 0 {
-		registry := "invalid"
-		if ref, err := name.ParseReference(req.Image); err == nil {
-			registry = ref.Context().RegistryStr()
-		}
+	if a.Result == nil {
+		return
+	}
+	registry := "invalid"
+	if ref, err := name.ParseReference(req.Image); err == nil {
+		registry = ref.Context().RegistryStr()
+	}
+	if a.Result.InvalidTags > 0 {
 		m.InvalidTags.WithLabelValues(registry).Add(float64(a.Result.InvalidTags))
 	}
+	if n := signatureSkips(a.Result); n > 0 {
+		m.SignatureSkips.WithLabelValues(registry).Add(float64(n))
+	}
+}
+
+// signatureSkips is how many of a result's candidates were skipped for their
+// signature.
+func signatureSkips(res *resolve.Result) int {
+	n := 0
+	for _, sk := range res.Skipped {
+		if strings.HasPrefix(sk.Reason, resolve.SignatureSkipPrefix) {
+			n++
+		}
+	}
+	return n
 }
 
 // Handler serves the socket API: POST /v1/resolve and GET /v1/health.

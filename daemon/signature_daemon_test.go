@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/notify"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
@@ -67,6 +68,10 @@ func TestRefreshLoopSeesASignatureAddedLater(t *testing.T) {
 	if !strings.Contains(out, image+":1.0.0 (semver ~1; platforms linux/amd64; signed by key ci)") || !strings.Contains(out, "1.1.0: signature: unsigned") {
 		t.Fatalf("render, want the signed 1.0.0, who signed it and why 1.1.0 was skipped:\n%s", out)
 	}
+	skips := d.Metrics.SignatureSkips.WithLabelValues(s.Host)
+	if got := testutil.ToFloat64(skips); got != 1 {
+		t.Errorf("signature_skips_total = %v after the render, want 1 (1.1.0)", got)
+	}
 	clock.Advance(cfg.TagTTL + 100*time.Millisecond)
 	time.Sleep(cfg.TagTTL + 100*time.Millisecond) // the verdict cache keeps real time
 	d.Refresher.Pass(context.Background())
@@ -89,5 +94,8 @@ func TestRefreshLoopSeesASignatureAddedLater(t *testing.T) {
 	out = delegatedRender(t, d.cfg.Socket, dir, argoEnviron(t, "web", "0123abc", policy))
 	if !strings.Contains(out, image+":1.1.0") {
 		t.Errorf("render after the refresh, want 1.1.0:\n%s", out)
+	}
+	if got := testutil.ToFloat64(skips); got != 2 {
+		t.Errorf("signature_skips_total = %v, want 2 (the render and the pass while 1.1.0 was unsigned)", got)
 	}
 }

@@ -9,6 +9,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 )
 
+// SignatureSkipPrefix begins the reason of a candidate skipped because it carries
+// no signature satisfying the requirement (Skip.Reason, Consideration.Reason).
+const SignatureSkipPrefix = "signature: "
+
 // walk goes down a resolution's ordered candidates: the first that has every
 // required platform and, when a signature is required, verifies, wins.
 type walk struct {
@@ -118,7 +122,7 @@ func (w *walk) verify(ctx context.Context, t string, info *TagInfo) (*Verified, 
 		MediaType: info.MediaType, Tags: w.listed}, w.trust)
 	var ue *UnverifiedError
 	if errors.As(err, &ue) {
-		reason := "signature: " + ue.Reason
+		reason := SignatureSkipPrefix + ue.Reason
 		w.unverified = append(w.unverified, t+": "+ue.Reason)
 		w.res.Skipped = append(w.res.Skipped, Skip{Tag: t, Reason: reason})
 		w.res.Considered = append(w.res.Considered, Consideration{Tag: t, Outcome: "skipped", Reason: reason,
