@@ -29,6 +29,7 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/notify"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/signature/signtest"
 )
 
 // A query names a metric, labels and label values; the daemon must expose them.
@@ -350,6 +351,8 @@ func scrapeRunningDaemon(t *testing.T) map[string]*dto.MetricFamily {
 	cfg.RefreshAhead = 0 // the refresh pass below is the only reader after the render
 	// The Redis shared tier, as several replicas use it: its metrics exist only then.
 	cfg.Redis.Address = redistest.Start(t).Addr
+	// A public key to require signatures with (signature_skips_total).
+	cfg.Trust.Keys = map[string]string{"ci": publicKeyFile(t, dir)}
 	notifier, err := notify.NewKubernetes(&rest.Config{Host: forbiddingAPI(t).URL})
 	if err != nil {
 		t.Fatal(err)
@@ -400,6 +403,12 @@ func scrapeRunningDaemon(t *testing.T) map[string]*dto.MetricFamily {
 	if _, err := daemon.NewClient(cfg.Socket).ResolveBatch(ctx, "web",
 		[]resolve.Request{{Image: image, Policy: resolve.PolicySpec{Constraint: "~1", Platforms: []string{"linux/amd64"}}}}); err != nil {
 		t.Fatal(err)
+	}
+	// A signature required and no tag signed: both candidates skipped for it.
+	answers, err := daemon.NewClient(cfg.Socket).ResolveBatch(ctx, "web",
+		[]resolve.Request{{Image: image, Policy: resolve.PolicySpec{Verify: resolve.VerifySpec{Key: "ci"}}}})
+	if err != nil || len(answers) != 1 || answers[0].ErrorKind != resolve.KindNoTag {
+		t.Fatalf("resolution requiring a signature: %v %+v, want no tag", err, answers)
 	}
 	// A new tag: the refresh loop asks the API for a hard refresh, which is forbidden.
 	reg.Push(t, "web", "1.2.0", rt.Image(time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC), "linux/amd64", rt.WithSeed("web1.2.0")))
@@ -473,4 +482,22 @@ func TestDashboardLayout(t *testing.T) {
 			t.Errorf("panel %q does not use the ${datasource} variable", p.Title)
 		}
 	}
+}
+
+// publicKeyFile writes the public half of a fresh signing key into dir.
+func publicKeyFile(t *testing.T, dir string) string {
+	t.Helper()
+	sg, err := signtest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := sg.PublicKeyPEM("ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, "ci.pub")
+	if err := os.WriteFile(f, pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
