@@ -14,6 +14,7 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/signature"
 )
 
 const (
@@ -144,5 +145,32 @@ func TestRenderVerifyConflictNamesTheParameter(t *testing.T) {
 	}
 	if s.Total() != 0 || len(f.trusts) != 0 {
 		t.Errorf("a policy error read the registry (%d requests) or checked signatures (%q)", s.Total(), f.trusts)
+	}
+}
+
+// A verify-key the operator has no key of is the app's input error, named by its
+// parameter: the real verifier of resolve/signature, configured with no keys.
+func TestRenderVerifyUnknownKeyNamesTheParameter(t *testing.T) {
+	s, _ := signedRegistry(t)
+	web := s.Ref("org/web")
+	dir := appDir(t, map[string]string{"app.yaml": "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n    - name: web\n      image: " + web + ":0.9.0\n"})
+	reg, err := resolve.NewRemote(resolve.WithKeychain(authn.NewMultiKeychain()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := signature.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := envWith(t, "image-list", "web="+web, "web.verify-key", "nope")
+	_, _, err = New(resolve.NewResolver(reg, resolve.WithSignatureVerifier(v)), Settings{}).Render(context.Background(), dir, env)
+	var ie *resolve.InputError
+	if !errors.As(err, &ie) {
+		t.Fatalf("error %v is no input error", err)
+	}
+	for _, want := range []string{`parameter "web.verify-key": invalid value "nope"`, "trust.keys (none is configured)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
 	}
 }

@@ -129,6 +129,10 @@ func (w *walk) verify(ctx context.Context, t string, info *TagInfo) (*Verified, 
 			Platforms: info.Platforms, Created: info.Created})
 		return nil, nil
 	}
+	var ie *InputError
+	if errors.As(err, &ie) {
+		return nil, err // about the requirement, not this tag (a key the operator does not have)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("check the signatures of %s:%s: %w", w.res.Image, t, err)
 	}

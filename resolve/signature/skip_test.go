@@ -200,7 +200,7 @@ func TestConfigurationErrors(t *testing.T) {
 		want  string
 	}{
 		{kl(t), "trust.trustedRoot"},
-		{trustKey(t, "nope"), `verify-key "nope" names no public key of the operator's trust.keys (none is configured)`},
+		{trustKey(t, "nope"), `verify-key: invalid value "nope" (accepted: the name of a public key of the operator's trust.keys (none is configured))`},
 	}
 	for _, c := range cases {
 		_, err := v.Verify(context.Background(), subject(e, "app", d, nil), c.trust)
@@ -208,6 +208,11 @@ func TestConfigurationErrors(t *testing.T) {
 		if err == nil || errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Verify(%s) = %v; want an error naming %q", c.trust.Describe(), err, c.want)
 		}
+	}
+	// A key the operator does not have is the app's input to fix (exit 2, no alert).
+	_, err = v.Verify(context.Background(), subject(e, "app", d, nil), trustKey(t, "nope"))
+	if a := resolve.AnswerOf(nil, err); a.ErrorKind != resolve.KindInput {
+		t.Errorf("an unknown key is a %s error, want %s", a.ErrorKind, resolve.KindInput)
 	}
 	if e.s.Total() != 0 {
 		t.Errorf("%d requests for a requirement that cannot be checked", e.s.Total())

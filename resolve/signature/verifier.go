@@ -289,7 +289,9 @@ func (v *Verifier) checkFor(ctx context.Context, t *resolve.Trust) (*check, erro
 		if len(names) > 0 {
 			have = "configured: " + strings.Join(names, ", ")
 		}
-		return nil, fmt.Errorf("verify-key %q names no public key of the operator's trust.keys (%s)", t.Key, have)
+		// The app's to fix, not the operator's: an input error (exit 2, not an alert).
+		return nil, &resolve.InputError{Field: string(resolve.FieldVerifyKey), Policy: resolve.FieldVerifyKey, Value: t.Key,
+			Accepted: "the name of a public key of the operator's trust.keys (" + have + ")"}
 	}
 	if kc.err != nil {
 		return nil, fmt.Errorf("key %s: %w", t.Key, kc.err)
