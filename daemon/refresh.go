@@ -182,11 +182,14 @@ func (r *Refresher) check(ctx context.Context, c appCheck) {
 	case !due:
 		return
 	}
-	if err := r.limiter.Wait(ctx); err != nil {
+	if r.pins != nil && changes[0].pins != nil {
+		// No Argo CD request: the pin writer batches what a pass submits into one
+		// commit per repository and branch, so the refresh rate limit does not
+		// pace it (it would spread 500 apps' pins over 100 s and 50 commits).
+		r.commitPins(c, changes)
 		return
 	}
-	if r.pins != nil && changes[0].pins != nil {
-		r.commitPins(c, changes)
+	if err := r.limiter.Wait(ctx); err != nil {
 		return
 	}
 	if r.notifier == nil {
