@@ -79,7 +79,7 @@ func NewVerifier(c config.Config, reg resolve.Registry, verdicts resolve.Verdict
 	if log == nil {
 		log = slog.Default()
 	}
-	keys, err := signature.LoadPublicKeys(c.Trust.Keys)
+	keys, err := c.Trust.PublicKeys()
 	if err != nil {
 		return nil, err
 	}

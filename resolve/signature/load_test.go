@@ -7,11 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/signature"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/signature/signtest"
 )
 
-// The operator's files: keys and trusted root load, and verify; bad files are
+// The operator's files: keys (read by config, as compose does) and trusted root load, and verify; bad files are
 // errors naming the setting, the file and what is accepted.
 func TestLoadFiles(t *testing.T) {
 	e := newEnv(t)
@@ -31,7 +32,7 @@ func TestLoadFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := signature.LoadPublicKeys(map[string]string{"release": write("cosign.pub", pemKey)})
+	keys, err := config.TrustConfig{Keys: map[string]string{"release": write("cosign.pub", pemKey)}}.PublicKeys()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,16 +60,16 @@ func TestLoadFiles(t *testing.T) {
 	bad := []struct {
 		name, file, content, want string
 	}{
-		{"missing", "nope.pub", "", "trust.keys.k: " + filepath.Join(dir, "nope.pub") + ": open "},
-		{"not PEM", "x.pub", "hello", "no PEM block (accepted: a PEM \"PUBLIC KEY\" block"},
-		{"private key", "p.pem", "-----BEGIN EC PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----\n", `a PEM "EC PRIVATE KEY" block, not "PUBLIC KEY"`},
+		{"missing", "nope.pub", "", "trust.keys.k: open " + filepath.Join(dir, "nope.pub")},
+		{"not PEM", "x.pub", "hello", "x.pub: no PEM block"},
+		{"private key", "p.pem", "-----BEGIN EC PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----\n", `a PEM "EC PRIVATE KEY" block, not PUBLIC KEY`},
 	}
 	for _, c := range bad {
 		p := filepath.Join(dir, c.file)
 		if c.content != "" {
 			p = write(c.file, []byte(c.content))
 		}
-		if _, err := signature.LoadPublicKeys(map[string]string{"k": p}); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := (config.TrustConfig{Keys: map[string]string{"k": p}}).PublicKeys(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want %q", c.name, err, c.want)
 		}
 	}
