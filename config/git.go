@@ -42,6 +42,10 @@ type GitConfig struct {
 	// each commit, so a rotated key is used at the next one.
 	SigningKeyFile           string `json:"signingKeyFile,omitempty"`
 	SigningKeyPassphraseFile string `json:"signingKeyPassphraseFile,omitempty"`
+	// Forges are where pull requests of pins are opened (pin-push
+	// pull-request), per repository URL prefix; the longest matching prefix
+	// wins.
+	Forges []GitForge `json:"forges,omitempty"`
 }
 
 // GitCredential is the credential for the repositories under Prefix, read when a
@@ -110,7 +114,7 @@ func parseGit(source string, raw json.RawMessage) (GitConfig, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&g); err != nil {
-		return GitConfig{}, fmt.Errorf("config %s: git: %w (accepted keys: author, message, batchWindow, credentials: [{prefix, username, passwordFile | passwordEnv} for https, {prefix, sshKeyFile, sshKeyPassphraseFile, knownHostsFile} for ssh], signingKeyFile, signingKeyPassphraseFile)", source, err)
+		return GitConfig{}, fmt.Errorf("config %s: git: %w (accepted keys: author, message, batchWindow, credentials: [{prefix, username, passwordFile | passwordEnv} for https, {prefix, sshKeyFile, sshKeyPassphraseFile, knownHostsFile} for ssh], signingKeyFile, signingKeyPassphraseFile, forges: [{prefix, kind, api, tokenFile, appID, installationID, privateKeyFile, labels, reviewers, assignees, autoMerge}])", source, err)
 	}
 	if err := g.Validate(); err != nil {
 		return GitConfig{}, fmt.Errorf("config %s: %w", source, err)
@@ -132,6 +136,11 @@ func (g GitConfig) Validate() error {
 	}
 	for i, c := range g.Credentials {
 		if err := c.validate(fmt.Sprintf("git.credentials[%d]", i)); err != nil {
+			return err
+		}
+	}
+	for i, f := range g.Forges {
+		if err := f.validate(fmt.Sprintf("git.forges[%d]", i)); err != nil {
 			return err
 		}
 	}

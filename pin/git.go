@@ -81,6 +81,7 @@ type attempt struct {
 	commit    plumbing.Hash
 	applied   []appliedPin
 	conflicts []conflictPin
+	prs       []PullRequestResult // a pull-request write's pull requests
 }
 
 // tips lists the repository's branches: name -> tip, and the default branch.

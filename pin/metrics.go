@@ -1,6 +1,8 @@
 package pin
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/internal/promreg"
@@ -25,6 +27,8 @@ type writerMetrics struct {
 	retries   prometheus.Counter
 	conflicts prometheus.Counter
 	pending   prometheus.Gauge
+	// pullRequests counts pull requests by action (PRCreated, ...).
+	pullRequests *prometheus.CounterVec
 }
 
 // newWriterMetrics creates the metrics and registers them with reg (nil: kept
@@ -44,6 +48,9 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 			Help: "Pins not written because the file held another reference than the one they replace (a person's edit): theirs was kept."}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "pins_pending",
 			Help: "Pins submitted and not yet committed (waiting for their batch window, being pushed, or waiting to retry)."}),
+		pullRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "pin_pull_requests_total",
+			Help: "Pull requests of pins (pin-push pull-request), by action: created; updated (a newer image); unchanged; " +
+				"closed-not-reopened (a person closed or merged one with these very references)."}, []string{"action"}),
 	}
 	if reg == nil {
 		return m
@@ -53,9 +60,33 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 	m.retries = promreg.Register(reg, m.retries)
 	m.conflicts = promreg.Register(reg, m.conflicts)
 	m.pending = promreg.Register(reg, m.pending)
+	m.pullRequests = promreg.Register(reg, m.pullRequests)
+	for _, a := range []string{PRCreated, PRUpdated, PRUnchanged, PRNotReopened} {
+		m.pullRequests.WithLabelValues(a)
+	}
 	// every outcome's series exists from the start, at zero
 	for _, o := range []string{PushOK, PushRejected, PushFailed} {
 		m.pushes.WithLabelValues(o)
 	}
 	return m
+}
+
+// ForgeObserver returns the forge.Config.Observe of forges of kind: it counts
+// their requests in pin_forge_requests_total{forge, operation, code} (code: the
+// HTTP status, or "error" when no answer came), registered with reg (nil: kept
+// unregistered). Labels are bounded: no repository, branch or app.
+func ForgeObserver(reg prometheus.Registerer, kind string) func(op string, status int) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "pin_forge_requests_total",
+		Help: "Requests to forges for pull requests of pins, by forge kind, operation and HTTP status (error: no answer)."},
+		[]string{"forge", "operation", "code"})
+	if reg != nil {
+		c = promreg.Register(reg, c)
+	}
+	return func(op string, status int) {
+		code := "error"
+		if status > 0 {
+			code = strconv.Itoa(status)
+		}
+		c.WithLabelValues(kind, op, code).Inc()
+	}
 }

@@ -31,6 +31,9 @@ type Pin struct {
 	Policy string `json:"policy,omitempty" yaml:"policy,omitempty"`
 	// Platforms are the platforms the reference was required to have.
 	Platforms []string `json:"platforms,omitempty" yaml:"platforms,omitempty"`
+	// Skipped are the better tags passed over and why ("1.4.0: no
+	// linux/arm64"), for a pull request's body; never written to a file.
+	Skipped []string `json:"-" yaml:"-"`
 }
 
 // Target is where an app's pins are kept, in one file of its directory. A

@@ -72,7 +72,7 @@ func (w *Writer) Submit(c Change) {
 		w.log.Error("pin change dropped", "app", c.Edit.App, "repository", redactURL(c.RepoURL), "error", err.Error())
 		return
 	}
-	key := queueKey{c.RepoURL, normalizeBranch(c.Branch)}
+	key := keyOf(c)
 	w.mu.Lock()
 	b := w.queues[key]
 	if b == nil {

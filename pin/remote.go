@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
@@ -37,6 +38,9 @@ type attemptError struct {
 	local  bool   // a failure of the content (a file, a pin, the message), not of git: no push was tried
 	branch string // the branch, once resolved
 	err    error
+	// retryAfter is the least pause before the next attempt (a forge's
+	// Retry-After), 0 when none was asked.
+	retryAfter time.Duration
 }
 
 // remote is one repository and the credentials for it.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 )
@@ -22,7 +23,25 @@ type Change struct {
 	// default branch. A leading refs/heads/ is dropped.
 	Branch string
 	Edit   Edit
+	// Push is how the pins reach Branch: PushDirect ("" too), a commit pushed
+	// to it, or PushPullRequest, a pull request from the resolver's own branch
+	// (see WithForges).
+	Push string
+	// PRGroup, with PushPullRequest, is what one pull request carries:
+	// GroupApp ("" too), the app's pins (branch image-resolver/<app>), or
+	// GroupRepository, every app's pins of the repository and branch (branch
+	// image-resolver/repository-<branch>).
+	PRGroup string
 }
+
+// Pin push modes (Change.Push) and pull request groups (Change.PRGroup), as the
+// pin-push and pin-pr-group parameters spell them.
+const (
+	PushDirect      = "direct"
+	PushPullRequest = "pull-request"
+	GroupApp        = "app"
+	GroupRepository = "repository"
+)
 
 // Result is what a Write did.
 type Result struct {
@@ -39,6 +58,9 @@ type Result struct {
 	// Attempts counts the fetch-apply-commit-push rounds made (1 without a
 	// retry; 0 when there was nothing to do).
 	Attempts int
+	// PullRequests are the pull requests of a PushPullRequest write, one per
+	// group, in the order of the groups' branches.
+	PullRequests []PullRequestResult
 }
 
 // Defaults of a Writer's options.
@@ -86,6 +108,11 @@ type Writer struct {
 	log                     *slog.Logger
 	now                     func() time.Time
 
+	forgeFor                func(repoURL string) (ForgeRepo, error)
+
+	prMu     sync.Mutex
+	prToOpen map[string]plumbing.Hash // repo + branch -> the commit pushed whose pull request is not open yet
+
 	locksMu sync.Mutex
 	locks   map[queueKey]chan struct{}
 
@@ -110,6 +137,7 @@ func NewWriter(opts ...WriterOption) *Writer {
 		log:            slog.Default(),
 		now:            time.Now,
 		locks:          map[queueKey]chan struct{}{},
+		prToOpen:       map[string]plumbing.Hash{},
 		queues:         map[queueKey]*batch{},
 		inflight:       map[queueKey]*batch{},
 		wake:           make(chan struct{}, 1),
@@ -123,8 +151,29 @@ func NewWriter(opts ...WriterOption) *Writer {
 	return w
 }
 
-// queueKey names a repository and branch ("" for the default branch).
-type queueKey struct{ repo, branch string }
+// queueKey names a repository and branch ("" for the default branch), and how
+// pins reach it (push, and the pull request group: "" for direct pushes).
+type queueKey struct{ repo, branch, push, group string }
+
+// keyOf is the queue of a change.
+func keyOf(c Change) queueKey {
+	k := queueKey{repo: c.RepoURL, branch: normalizeBranch(c.Branch)}
+	if c.Push == PushPullRequest {
+		k.push, k.group = PushPullRequest, c.PRGroup
+		if k.group == "" {
+			k.group = GroupApp
+		}
+	}
+	return k
+}
+
+// how spells the key's push mode and group, for messages.
+func (k queueKey) how() string {
+	if k.push == "" {
+		return "pin-push " + PushDirect
+	}
+	return "pin-push " + k.push + ", pin-pr-group " + k.group
+}
 
 func (k queueKey) shownBranch() string {
 	if k.branch == defaultBranch {
@@ -151,6 +200,15 @@ func checkChange(c Change) error {
 		return fmt.Errorf("pin change of app %s: no repository URL", c.Edit.App)
 	case c.Edit.Target == nil:
 		return fmt.Errorf("pin change of app %s: no pin target", c.Edit.App)
+	case c.Push != "" && c.Push != PushDirect && c.Push != PushPullRequest:
+		return fmt.Errorf("pin change of app %s: pin-push %q (accepted: %s or %s)", c.Edit.App, c.Push, PushDirect, PushPullRequest)
+	case c.PRGroup != "" && c.PRGroup != GroupApp && c.PRGroup != GroupRepository:
+		return fmt.Errorf("pin change of app %s: pin-pr-group %q (accepted: %s or %s)", c.Edit.App, c.PRGroup, GroupApp, GroupRepository)
+	}
+	if c.Push == PushPullRequest && c.PRGroup != GroupRepository {
+		if _, err := groupBranch(GroupApp, c.Edit.App, ""); err != nil {
+			return fmt.Errorf("pin change of app %s: %w", c.Edit.App, err)
+		}
 	}
 	if err := checkBranchName(normalizeBranch(c.Branch)); err != nil {
 		return fmt.Errorf("pin change of app %s: %w", c.Edit.App, err)
@@ -175,13 +233,13 @@ func (w *Writer) Write(ctx context.Context, changes []Change) (Result, error) {
 	if len(changes) == 0 {
 		return Result{}, nil
 	}
-	key := queueKey{changes[0].RepoURL, normalizeBranch(changes[0].Branch)}
+	key := keyOf(changes[0])
 	edits := make([]Edit, 0, len(changes))
 	for i, c := range changes {
 		c.Edit.Dir = cleanDir(c.Edit.Dir)
-		if k := (queueKey{c.RepoURL, normalizeBranch(c.Branch)}); k != key {
-			return Result{}, fmt.Errorf("pin changes for one commit must share the repository and branch: change %d (app %s) is for %s branch %s, change 0 for %s branch %s",
-				i, c.Edit.App, redactURL(k.repo), k.shownBranch(), redactURL(key.repo), key.shownBranch())
+		if k := keyOf(c); k != key {
+			return Result{}, fmt.Errorf("pin changes for one write must share the repository, branch, pin-push and pin-pr-group: change %d (app %s) is for %s branch %s (%s), change 0 for %s branch %s (%s)",
+				i, c.Edit.App, redactURL(k.repo), k.shownBranch(), k.how(), redactURL(key.repo), key.shownBranch(), key.how())
 		}
 		if err := checkChange(c); err != nil {
 			return Result{}, err
@@ -242,31 +300,21 @@ func (w *Writer) write(ctx context.Context, key queueKey, edits []Edit) (Result,
 	defer unlock()
 
 	rem := newRemote(key.repo, auth)
-	t := &target{
-		remote: rem,
-		branch: key.branch,
-		create: w.create,
-		edits:  edits,
-		author: object.Signature{Name: w.authorName, Email: w.authorEmail},
-		signer: w.signer,
-		message: func(branch string, applied []appliedPin) (string, error) {
-			d := messageData(rem.shown, branch, applied)
-			if w.message == nil {
-				return DefaultMessage(d), nil
-			}
-			msg, err := w.message.execute(d)
-			if err != nil {
-				return "", fmt.Errorf("git commit message template %q: %w", w.message.text, err)
-			}
-			return msg, nil
-		},
+	t := w.newTarget(rem, key, edits)
+	run := t.run
+	if key.push == PushPullRequest {
+		pr, err := w.newPRTarget(t, key)
+		if err != nil {
+			return Result{}, err
+		}
+		run = pr.run
 	}
 	var res Result
 	var last *attemptError
 	for n := 1; n <= w.attempts; n++ {
 		if n > 1 {
 			w.metrics.retries.Inc()
-			timer := time.NewTimer(w.pause(n))
+			timer := time.NewTimer(max(w.pause(n), min(last.retryAfter, maxBackoff)))
 			select {
 			case <-timer.C:
 			case <-ctx.Done():
@@ -276,7 +324,7 @@ func (w *Writer) write(ctx context.Context, key queueKey, edits []Edit) (Result,
 		}
 		res.Attempts = n
 		actx, cancel := context.WithTimeout(ctx, w.attemptTimeout)
-		a, aerr := t.run(actx, w.now())
+		a, aerr := run(actx, w.now())
 		cancel()
 		if aerr == nil {
 			return w.succeeded(rem, res, a), nil
@@ -309,6 +357,29 @@ func (w *Writer) write(ctx context.Context, key queueKey, edits []Edit) (Result,
 		}
 	}
 	return res, w.failed(rem, key, res.Attempts, last, nil)
+}
+
+// newTarget is what the attempts of a write to key work on.
+func (w *Writer) newTarget(rem *remote, key queueKey, edits []Edit) *target {
+	return &target{
+		remote: rem,
+		branch: key.branch,
+		create: w.create,
+		edits:  edits,
+		author: object.Signature{Name: w.authorName, Email: w.authorEmail},
+		signer: w.signer,
+		message: func(branch string, applied []appliedPin) (string, error) {
+			d := messageData(rem.shown, branch, applied)
+			if w.message == nil {
+				return DefaultMessage(d), nil
+			}
+			msg, err := w.message.execute(d)
+			if err != nil {
+				return "", fmt.Errorf("git commit message template %q: %w", w.message.text, err)
+			}
+			return msg, nil
+		},
+	}
 }
 
 // errs joins the non-nil errors for errors.Is.
@@ -355,6 +426,9 @@ func (w *Writer) succeeded(rem *remote, res Result, a *attempt) Result {
 		w.log.Warn("pin conflict: the file holds another reference than the one the pin replaces; theirs is kept",
 			"repository", rem.shown, "branch", a.branch, "app", c.App, "file", c.File, "alias", c.Pin.Alias,
 			"theirs", c.Theirs, "ours", c.Pin.Reference, "base", c.Base)
+	}
+	if len(a.prs) > 0 {
+		return w.succeededPR(rem, res, a)
 	}
 	if a.commit.IsZero() {
 		res.Applied = nil

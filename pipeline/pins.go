@@ -105,8 +105,12 @@ func (r *Report) LivePins() []pin.Pin {
 
 // PinOf is the pin of alias for a resolution.
 func PinOf(alias string, req resolve.Request, res *resolve.Result) pin.Pin {
+	var skipped []string
+	for _, sk := range res.Skipped {
+		skipped = append(skipped, sk.Tag+": "+sk.Reason)
+	}
 	return pin.Pin{Alias: alias, Image: req.Image, Reference: res.ReferenceFor(req.Image), Tag: res.Tag, Digest: res.Digest,
-		Policy: Describe(req, res), Platforms: res.Platforms}
+		Policy: Describe(req, res), Platforms: res.Platforms, Skipped: skipped}
 }
 
 // PinEdit is the change of pins this render asks for: with pin-mode write, every

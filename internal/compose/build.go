@@ -8,6 +8,7 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin/forge"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve/credentials"
@@ -166,13 +167,18 @@ func NewDirectResolver(c config.Config, log *slog.Logger, opts ...resolve.Remote
 // repository prefix, HTTPS or SSH (config.GitConfig.AuthFor: read at each push, so
 // a rotated token or key is used at once; a repository no prefix matches is tried
 // without credentials), and the OpenPGP key pin commits are signed with, if any
-// (config.GitConfig.Signer: read at each commit). Its metrics go to reg; opts come last.
+// (config.GitConfig.Signer: read at each commit), and the forges pull requests
+// of pins are opened on (git.forges). Its metrics go to reg; opts come last.
 func NewPinWriter(c config.Config, log *slog.Logger, reg prometheus.Registerer, opts ...pin.WriterOption) *pin.Writer {
 	name, email := c.Git.GitAuthor()
 	base := []pin.WriterOption{
 		pin.WithAuthor(name, email),
 		pin.WithLogger(log),
 		pin.WithAuth(c.Git.AuthFor),
+	}
+	if len(c.Git.Forges) > 0 {
+		f := &forges{git: c.Git, reg: reg, built: map[string]forge.Forge{}}
+		base = append(base, pin.WithForges(f.ForgeOf))
 	}
 	if reg != nil {
 		base = append(base, pin.WithMetrics(reg))
