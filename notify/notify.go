@@ -30,6 +30,9 @@ import (
 const (
 	RefreshAnnotation = "argocd.argoproj.io/refresh"
 	RefreshHard       = "hard"
+	// RefreshNormal makes Argo CD look at the app's source again (a new
+	// commit is rendered; an unchanged one is served from its cache).
+	RefreshNormal = "normal"
 )
 
 // applications is Argo CD's Application resource.
@@ -116,6 +119,17 @@ func NewKubernetes(cfg *rest.Config) (*Kubernetes, error) {
 // otherwise it merge-patches the annotation. An Application that does not exist
 // gives an error wrapping ErrAppGone.
 func (k *Kubernetes) HardRefresh(ctx context.Context, app App) (requested bool, err error) {
+	return k.refresh(ctx, app, RefreshHard)
+}
+
+// NormalRefresh asks Argo CD to look at app's source again, as its git poll
+// would: after a pin commit lands on the branch the app renders. A refresh
+// already pending (normal or hard) is left as it is (requested=false).
+func (k *Kubernetes) NormalRefresh(ctx context.Context, app App) (requested bool, err error) {
+	return k.refresh(ctx, app, RefreshNormal)
+}
+
+func (k *Kubernetes) refresh(ctx context.Context, app App, kind string) (requested bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	res := k.client.Resource(applications).Namespace(app.Namespace)
@@ -123,10 +137,10 @@ func (k *Kubernetes) HardRefresh(ctx context.Context, app App) (requested bool, 
 	if err != nil {
 		return false, apiError("read", app, err)
 	}
-	if obj.GetAnnotations()[RefreshAnnotation] == RefreshHard {
+	if pending := obj.GetAnnotations()[RefreshAnnotation]; pending == RefreshHard || pending == kind {
 		return false, nil
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{RefreshAnnotation: RefreshHard}}})
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{RefreshAnnotation: kind}}})
 	if _, err := res.Patch(ctx, app.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return false, apiError("patch", app, err)
 	}

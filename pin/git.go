@@ -27,6 +27,9 @@ var (
 	// ErrCredentials: the repository asked for credentials and refused the ones
 	// given, or none were configured for it.
 	ErrCredentials = errors.New("credentials refused")
+	// ErrPushRefused: the server refused the update itself (a protected branch,
+	// a hook): retrying cannot help; pin-push pull-request may.
+	ErrPushRefused = errors.New("push refused by the server")
 	// ErrNotPushed: every attempt failed (the last reason is in the message).
 	ErrNotPushed = errors.New("pins not pushed")
 )
@@ -388,14 +391,26 @@ func (t *target) pushFailed(ctx context.Context, rem *git.Remote, branch string,
 				"git repository %s: push to branch %q rejected: the branch moved from %s to %s since it was fetched (%v)",
 				t.remote.shown, branch, short(old), short(now), err))}}
 		}
-		msg := err.Error()
-		if strings.Contains(msg, "command error on") || strings.Contains(msg, "unpack error") {
-			return &attemptError{kind: kindPermanent, err: &gitError{msg: t.remote.scrub(fmt.Sprintf(
-				"git repository %s: the server refused the push to branch %q (%v): a protected branch or a hook?", t.remote.shown, branch, err))}}
+		if refused(err) {
+			return &attemptError{kind: kindPermanent, err: &gitError{is: []error{ErrPushRefused}, msg: t.remote.scrub(fmt.Sprintf(
+				"git repository %s: the server refused the push to branch %q (%v): if the branch is protected (changes must arrive by pull request), set pin-push: %s (parameter pin-push, or pinPush in the policy file) and configure the forge in the sidecar's git.forges",
+				t.remote.shown, branch, err, PushPullRequest))}}
 		}
 	}
 	ae := t.remote.describe(fmt.Sprintf("push to branch %q", branch), err)
 	return ae
+}
+
+// refused says whether a push error is the server refusing the update (a
+// protected branch, a pre-receive hook) rather than the network failing.
+func refused(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"command error on", "unpack error", "pre-receive hook declined", "protected branch", "remote rejected"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func short(h plumbing.Hash) string {

@@ -63,8 +63,9 @@ type PullRequestResult struct {
 	Action string
 	Number int
 	URL    string
-	// Commit is the head branch's commit.
-	Commit string
+	// Commit is the head branch's commit; BaseCommit the base tip it was
+	// checked against (a merge moves the base from there).
+	Commit, BaseCommit string
 }
 
 // groupBranch names the branch of a pull request group: image-resolver/<app>,
@@ -150,6 +151,9 @@ func (p *prTarget) run(ctx context.Context, now time.Time) (_ *attempt, aerr *at
 		return nil, aerr
 	}
 	out.prs, aerr = p.ensure(ctx, base, groups)
+	for i := range out.prs {
+		out.prs[i].BaseCommit = baseTip.String()
+	}
 	return out, aerr
 }
 

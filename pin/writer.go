@@ -93,6 +93,7 @@ const (
 // branch.
 type Writer struct {
 	onResult                func(app string, err error)
+	onWritten               func(repoURL, branch string, res Result)
 	afterFlush              func()
 	auth                    func(string) (transport.AuthMethod, error)
 	signer                  Signer
@@ -327,7 +328,11 @@ func (w *Writer) write(ctx context.Context, key queueKey, edits []Edit) (Result,
 		a, aerr := run(actx, w.now())
 		cancel()
 		if aerr == nil {
-			return w.succeeded(rem, res, a), nil
+			res = w.succeeded(rem, res, a)
+			if w.onWritten != nil {
+				w.onWritten(key.repo, key.branch, res)
+			}
+			return res, nil
 		}
 		last = aerr
 		branch := key.shownBranch()

@@ -108,3 +108,11 @@ func WithLogger(l *slog.Logger) WriterOption {
 		}
 	}
 }
+
+// WithOnWritten is told of every write that succeeded: the repository, the
+// branch asked ("" for the default branch) and the result (Pushed for a
+// direct commit; PullRequests for pull requests), so that the daemon can ask
+// Argo CD to look at the branch again.
+func WithOnWritten(f func(repoURL, branch string, res Result)) WriterOption {
+	return func(w *Writer) { w.onWritten = f }
+}
