@@ -267,6 +267,7 @@ func TestParametersDocumented(t *testing.T) {
 		}
 	}
 	values = append(values, plugin.PinOff, plugin.PinWrite, plugin.PinUse, plugin.RefreshHard, plugin.RefreshOff,
+		plugin.PinPushDirect, plugin.PinPushPullRequest, plugin.PinPRGroupApp, plugin.PinPRGroupRepository,
 		pin.TargetPins, pin.TargetKustomization, pin.TargetHelmValues+":<path>", pin.PinsFile, plugin.PolicyFileName)
 	requireMentioned(t, doc, "parameters.md", "value", values)
 }

@@ -124,8 +124,8 @@ func convert(conf *appConf, src appSource) converted {
 	}
 
 	// Write-back first: the Helm keys depend on the pin target.
-	pinMode, pinTarget, pinBranch := convertWriteBack(conf, src, c)
-	cv.pinTarget = pinTarget
+	wb := convertWriteBack(conf, src, c)
+	cv.pinTarget = wb.target
 	cv.appWide = convertAppWide(conf.common, c)
 	for _, img := range conf.images {
 		cv.convertImage(img)
@@ -139,13 +139,16 @@ func convert(conf *appConf, src appSource) converted {
 	}
 	c.params = append(c.params, cv.appWide.params...)
 	c.params = append(c.params, cv.perAlias...)
-	if pinMode != "" {
-		c.str(plugin.ParamPinMode, pinMode)
-		if pinTarget != "" && pinTarget != pin.TargetPins {
-			c.str(plugin.ParamPinTarget, pinTarget)
+	if wb.mode != "" {
+		c.str(plugin.ParamPinMode, wb.mode)
+		if wb.target != "" && wb.target != pin.TargetPins {
+			c.str(plugin.ParamPinTarget, wb.target)
 		}
-		if pinBranch != "" {
-			c.str(plugin.ParamPinBranch, pinBranch)
+		if wb.branch != "" {
+			c.str(plugin.ParamPinBranch, wb.branch)
+		}
+		if wb.push != "" {
+			c.str(plugin.ParamPinPush, wb.push)
 		}
 	}
 	return cv.c

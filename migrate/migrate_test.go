@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"gopkg.in/yaml.v3"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -145,6 +146,9 @@ func TestFindings(t *testing.T) {
 		{"write-back.yaml", "Application argocd/plain", Lost, []string{"git credentials \"secret:argocd/git-creds\""}},
 		{"write-back.yaml", "Application argocd/plain", Lost, []string{"spec.sources", "multi-source"}},
 		{"write-back.yaml", "Application argocd/kustomize-overlay", Note, []string{"applicationRefs[1] selects this app too"}},
+		{"pull-request.yaml", "Application argocd/my-app", Note, []string{"spec.writeBackConfig.gitConfig.pullRequest (github) is pin-push pull-request", "image-resolver/<app>", "git.forges"}},
+		{"pull-request.yaml", "Application argocd/gitlab-app", Note, []string{"spec.applicationRefs[1].writeBackConfig.gitConfig.pullRequest (gitlab) is pin-push pull-request"}},
+		{"pull-request.yaml", "Application argocd/live-app", Note, []string{"spec.applicationRefs[2].writeBackConfig.gitConfig.pullRequest: used by argocd-image-updater only with write-back-method git"}},
 		// Sources.
 		{"images-doc-annotations.yaml", "Application dex", Lost, []string{"spec.source.helm.releaseName"}},
 		{"images-doc-annotations.yaml", "Application kustomize-custom", Lost, []string{"spec.source.kustomize.images"}},
@@ -195,6 +199,10 @@ func TestParameters(t *testing.T) {
 			"pin-branch": "main",
 		}},
 		{"write-back.yaml", "kustomize-overlay", map[string]string{"pin-target": "kustomization", "pin-mode": "use"}},
+		{"pull-request.yaml", "my-app", map[string]string{"pin-mode": "use", "pin-branch": "main", "pin-push": "pull-request", "pin-pr-group": ""}},
+		{"pull-request.yaml", "gitlab-app", map[string]string{"pin-mode": "use", "pin-push": "pull-request"}},
+		{"pull-request.yaml", "live-app", map[string]string{"pin-mode": "", "pin-push": ""}},
+		{"write-back.yaml", "helm-test", map[string]string{"pin-push": ""}},
 	}
 	for _, tt := range tests {
 		res := migrateFile(t, tt.file)
@@ -440,5 +448,63 @@ spec: {source: {repoURL: r, path: b}}
 	}
 	if strings.Contains(string(res.Registries), "s3cr3t") {
 		t.Errorf("a credential in the registries file:\n%s", res.Registries)
+	}
+}
+
+// A pull request of the ImageUpdater (gitConfig.pullRequest) is pin-push
+// pull-request, which the plugin accepts with the migrated pin-mode; what migrate
+// does not know in writeBackConfig is said, never dropped.
+func TestPullRequestWriteBack(t *testing.T) {
+	in := `apiVersion: argocd-image-updater.argoproj.io/v1alpha1
+kind: ImageUpdater
+metadata: {name: pr, namespace: argocd}
+spec:
+  namespace: argocd
+  writeBackConfig:
+    method: git
+    commitBranch: images
+    gitConfig:
+      branch: main
+      autoMerge: true
+      pullRequest:
+        github: {labels: [images]}
+        bitbucket: {}
+  applicationRefs:
+    - namePattern: app
+      images: [{alias: web, imageName: ghcr.io/o/web:~1.2}]
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: app, namespace: argocd}
+spec: {source: {repoURL: "https://github.com/o/r.git", path: app, targetRevision: main}}
+`
+	res, err := Migrate([]Input{{Name: "in", Data: []byte(in)}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apps := migratedApps(t, res.Manifests)
+	if len(apps) != 1 {
+		t.Fatalf("%d migrated apps", len(apps))
+	}
+	pol, err := pluginPolicy(t, apps[0])
+	if err != nil {
+		t.Fatalf("the plugin refuses the migrated parameters: %v", err)
+	}
+	if pol.PinMode != plugin.PinUse || pol.Pins.Push != plugin.PinPushPullRequest || pol.Pins.PRGroup != plugin.PinPRGroupApp || pol.Pins.Branch != "main" {
+		t.Errorf("pins %q %+v, want use, pull requests per app to main", pol.PinMode, pol.Pins)
+	}
+	obj := "Application argocd/app"
+	for _, want := range [][]string{
+		{"ImageUpdater argocd/pr spec.writeBackConfig.commitBranch: unknown to migrate"},
+		{"ImageUpdater argocd/pr spec.writeBackConfig.gitConfig.autoMerge: unknown to migrate"},
+		{"ImageUpdater argocd/pr spec.writeBackConfig.gitConfig.pullRequest.bitbucket: unknown to migrate"},
+		{"ImageUpdater argocd/pr spec.writeBackConfig.gitConfig.pullRequest.github: its settings are not carried over"},
+	} {
+		if got := findings(res, obj, Lost); !hasFinding(got, want...) {
+			t.Errorf("no finding %q among %q", want, got)
+		}
+	}
+	if got := findings(res, obj, Note); !hasFinding(got, "gitConfig.pullRequest (bitbucket,github) is pin-push pull-request") {
+		t.Errorf("no pull request note among %q", got)
 	}
 }

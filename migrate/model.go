@@ -3,6 +3,7 @@ package migrate
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -77,6 +78,9 @@ type appConf struct {
 	common updateSettings // application-wide defaults
 	// write-back
 	method, target, branch, repository setting
+	// pullRequest is the ImageUpdater's gitConfig.pullRequest: v names its forges
+	// (github, gitlab), comma-separated, as the resource lists them.
+	pullRequest setting
 	// gitOther are per-app git settings the sidecar's daemon has per installation.
 	gitOther []setting
 	// unread are things found in the input that migrate does not know.
@@ -251,6 +255,10 @@ type crGit struct {
 	Repository      *string `json:"repository,omitempty"`
 	Branch          *string `json:"branch,omitempty"`
 	WriteBackTarget *string `json:"writeBackTarget,omitempty"`
+	// PullRequest (argocd-image-updater after v1.1) opens a pull request to Branch
+	// instead of pushing to it: a mapping of forge (github, gitlab) to its
+	// settings, e.g. {github: {}}.
+	PullRequest map[string]json.RawMessage `json:"pullRequest,omitempty"`
 }
 
 type crWriteBack struct {
@@ -302,6 +310,10 @@ var (
 	crRefFields    = []string{"namePattern", "labelSelectors", "useAnnotations", "commonUpdateSettings", "writeBackConfig", "imagesVerification", "images"}
 	crImageFields  = []string{"alias", "imageName", "commonUpdateSettings", "imagesVerification", "manifestTargets"}
 	crCommonFields = []string{"updateStrategy", "forceUpdate", "allowTags", "ignoreTags", "pullSecret", "platforms"}
+	crWriteFields  = []string{"method", "gitConfig"}
+	crGitFields    = []string{"repository", "branch", "writeBackTarget", "pullRequest"}
+	// crForges are the forges of gitConfig.pullRequest argocd-image-updater knows.
+	crForges = []string{"github", "gitlab"}
 )
 
 func (c *crCommon) settings(from string) updateSettings {
@@ -354,6 +366,15 @@ func (w *crWriteBack) apply(c *appConf, from string) {
 		}
 		if g.WriteBackTarget != nil {
 			c.target = str(*g.WriteBackTarget, from+".gitConfig.writeBackTarget")
+		}
+		if g.PullRequest != nil {
+			forges := slices.Sorted(maps.Keys(g.PullRequest))
+			c.pullRequest = str(strings.Join(forges, ","), from+".gitConfig.pullRequest")
+			for _, f := range forges {
+				if raw := strings.Join(strings.Fields(string(g.PullRequest[f])), ""); raw != "{}" && raw != "null" {
+					c.unread = append(c.unread, fmt.Sprintf("%s.gitConfig.pullRequest.%s: its settings are not carried over; the pull requests' settings are the operator's (the sidecar's git configuration)", from, f))
+				}
+			}
 		}
 	}
 }

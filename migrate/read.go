@@ -182,13 +182,22 @@ func readImageUpdater(d *doc) (*imageUpdater, error) {
 		unknown(v, crVerifyFields, at+".imagesVerification")
 		unknown(mapGet(v, "cosignKey"), crCosignKeyFields, at+".imagesVerification.cosignKey")
 	}
+	writeBack := func(n *yaml.Node, at string) {
+		w := mapGet(n, "writeBackConfig")
+		unknown(w, crWriteFields, at+".writeBackConfig")
+		g := mapGet(w, "gitConfig")
+		unknown(g, crGitFields, at+".writeBackConfig.gitConfig")
+		unknown(mapGet(g, "pullRequest"), crForges, at+".writeBackConfig.gitConfig.pullRequest")
+	}
 	unknown(spec, crSpecFields, "spec")
+	writeBack(spec, "spec")
 	unknown(mapGet(spec, "commonUpdateSettings"), crCommonFields, "spec.commonUpdateSettings")
 	verify(spec, "spec")
 	if refs := mapGet(spec, "applicationRefs"); refs != nil {
 		for i, r := range refs.Content {
 			at := fmt.Sprintf("spec.applicationRefs[%d]", i)
 			unknown(r, crRefFields, at)
+			writeBack(r, at)
 			unknown(mapGet(r, "commonUpdateSettings"), crCommonFields, at+".commonUpdateSettings")
 			verify(r, at)
 			if imgs := mapGet(r, "images"); imgs != nil {

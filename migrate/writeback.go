@@ -6,11 +6,19 @@ import (
 	"strings"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
+	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 )
 
-// convertWriteBack maps write-back-method, write-back-target and git-branch to
-// pin-mode, pin-target and pin-branch.
-func convertWriteBack(conf *appConf, src appSource, c *converted) (mode, target, branch string) {
+// writeBack is an app's write-back, converted: the pin parameters ("" for none).
+type writeBack struct {
+	mode, target, branch, push string
+}
+
+// convertWriteBack maps write-back-method, write-back-target, git-branch and the
+// ImageUpdater's gitConfig.pullRequest to pin-mode, pin-target, pin-branch and
+// pin-push.
+func convertWriteBack(conf *appConf, src appSource, c *converted) writeBack {
+	var mode, target, branch string
 	git := false
 	if conf.method.set {
 		m := strings.TrimSpace(conf.method.v)
@@ -31,12 +39,12 @@ func convertWriteBack(conf *appConf, src appSource, c *converted) (mode, target,
 		}
 	}
 	if !git {
-		for _, s := range append([]setting{conf.target, conf.branch, conf.repository}, conf.gitOther...) {
+		for _, s := range append([]setting{conf.target, conf.branch, conf.repository, conf.pullRequest}, conf.gitOther...) {
 			if s.set {
 				c.add(Note, "%s: used by argocd-image-updater only with write-back-method git; it had no effect and is left out", s.from)
 			}
 		}
-		return "", "", ""
+		return writeBack{}
 	}
 	target = pin.TargetPins
 	if conf.target.set {
@@ -73,7 +81,23 @@ func convertWriteBack(conf *appConf, src appSource, c *converted) (mode, target,
 	for _, s := range conf.gitOther {
 		c.add(Lost, "%s: set once for every app on the sidecar by the operator (git.message, git.author, git.signingKeyFile)", s.from)
 	}
-	return mode, target, branch
+	return writeBack{mode: mode, target: target, branch: branch, push: convertPullRequest(conf.pullRequest, c)}
+}
+
+// convertPullRequest maps the ImageUpdater's gitConfig.pullRequest to pin-push
+// ("" when it is not set). The forge and its token are the operator's, in the
+// sidecar's git.forges, whatever forge the resource names.
+func convertPullRequest(s setting, c *converted) string {
+	if !s.set {
+		return ""
+	}
+	forges := "no forge"
+	if s.v != "" {
+		forges = s.v
+	}
+	c.add(Note, "%s (%s) is pin-push %s: pins are proposed to the branch as a pull request, one per app (branch image-resolver/<app>); the operator configures the repository's forge and its token in the sidecar's git.forges (argocd-image-updater's git credentials are not used for it)",
+		s.from, forges, plugin.PinPushPullRequest)
+	return plugin.PinPushPullRequest
 }
 
 // sameRepo compares git URLs loosely: scheme, a trailing .git and / aside.

@@ -105,7 +105,7 @@ var migrationKeys = map[string]string{
 var migrationGlobal = map[string]string{
 	"force-update":       migrationKeys["force-update"],
 	"pull-secret":        migrationKeys["pull-secret"],
-	"write-back-method":  "not needed: the rendered manifests carry the resolved tags; to record them in git use parameter pin-mode (write or use)",
+	"write-back-method":  "not needed: the rendered manifests carry the resolved tags; to record them in git use parameter pin-mode (write or use), and pin-push pull-request for pins proposed as pull requests (argocd-image-updater's gitConfig.pullRequest)",
 	"write-back-target":  "named pin-target here (pins, kustomization or helmvalues:<path>), with parameter pin-mode write or use",
 	"git-branch":         "named pin-branch here; pins are committed to the Application's source branch by default, with parameter pin-mode write or use",
 	"git-repository":     "not needed: pins are committed to the Application's source repository when parameter pin-mode is write or use",
@@ -113,7 +113,7 @@ var migrationGlobal = map[string]string{
 }
 
 func globalNames() []string {
-	return []string{ParamImageList, ParamPinMode, ParamPinTarget, ParamPinBranch, ParamRefresh, ParamValuesFiles, ParamHelmParameters, ParamValues}
+	return []string{ParamImageList, ParamPinMode, ParamPinTarget, ParamPinBranch, ParamPinPush, ParamPinPRGroup, ParamRefresh, ParamValuesFiles, ParamHelmParameters, ParamValues}
 }
 
 // acceptedParams describes every accepted parameter name, for unknown-name errors.

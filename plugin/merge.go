@@ -75,6 +75,8 @@ func buildPolicy(pf *policyFile, params Parameters) (*AppPolicy, error) {
 		pinMode:     pf.pinMode,
 		pinTarget:   pf.pinTarget,
 		pinBranch:   pf.pinBranch,
+		pinPush:     pf.pinPush,
+		pinPRGroup:  pf.pinPRGroup,
 		helmKeys:    pin.HelmKeys{},
 		aliasParams: map[string]*[numFields]value{},
 	}
@@ -122,6 +124,7 @@ type policyBuilder struct {
 	// overridden by parameters) and image-list.
 	appWide                       [numFields]value
 	pinMode, pinTarget, pinBranch value
+	pinPush, pinPRGroup           value
 	entries                       []imageListEntry
 	// listFailed: image-list did not parse whole, and an alias may be in the entry
 	// that did not.
@@ -173,7 +176,8 @@ func (b *policyBuilder) checkWhereGiven() {
 	}
 }
 
-// settlePins sets the pin mode, and with pins on, where they go and the branch.
+// settlePins sets the pin mode, and with pins on, where they go, the branch and
+// how they get there.
 func (b *policyBuilder) settlePins() {
 	out := b.out
 	out.PinMode = PinOff
@@ -181,6 +185,8 @@ func (b *policyBuilder) settlePins() {
 		out.PinMode = b.pinMode.str
 	}
 	if out.PinMode == PinOff {
+		b.checkUnused(b.pinPush, b.pinMode, "pin-mode write or use", "pin-mode is off")
+		b.checkUnused(b.pinPRGroup, b.pinMode, "pin-mode write or use", "pin-mode is off")
 		return
 	}
 	target, err := pin.ParseTarget(b.pinTarget.str, b.helmKeys)
@@ -198,6 +204,33 @@ func (b *policyBuilder) settlePins() {
 		}
 		out.Pins.Branch = b.pinBranch.str
 	}
+	out.Pins.Push, out.Pins.PRGroup = PinPushDirect, PinPRGroupApp
+	if b.pinPush.set {
+		out.Pins.Push = b.pinPush.str
+	}
+	if b.pinPRGroup.set {
+		out.Pins.PRGroup = b.pinPRGroup.str
+	}
+	if out.Pins.Push != PinPushPullRequest {
+		b.checkUnused(b.pinPRGroup, b.pinPush, "pin-push pull-request", "pin-push is direct")
+	}
+}
+
+// checkUnused reports v, a pin setting that is set, as unused: it applies only
+// with needs, and decider (the setting that says otherwise) says why not. A
+// policy file's setting that a parameter turned off is not reported: an
+// Application's parameters may turn off what its policy file sets up (pin-mode
+// off over a file's pinMode and pinPush), and cannot unset the file's keys.
+func (b *policyBuilder) checkUnused(v, decider value, needs, why string) {
+	if !v.set || (v.line > 0 && decider.set && decider.line == 0) {
+		return
+	}
+	by := "the default"
+	if decider.set {
+		by = decider.label()
+	}
+	b.failf("%s: %q applies only with %s, and %s (%s); remove it, or set %s",
+		v.label(), v.str, needs, why, by, needs)
 }
 
 // checkHelmKeysUsed rejects <alias>.helm.* parameters that nothing would read:

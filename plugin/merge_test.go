@@ -268,7 +268,7 @@ func TestLoadPolicyParameterErrors(t *testing.T) {
 		lines  int // number of problems reported; 0: do not check
 	}{
 		{name: "unknown parameter", params: Parameters{ps("image-lst", "web=nginx")},
-			want: []string{`parameter "image-lst": unknown parameter; did you mean "image-list"?`, "accepted: image-list, pin-mode, pin-target, pin-branch, refresh, values-files, helm-parameters, values", "<alias>.update-strategy"}},
+			want: []string{`parameter "image-lst": unknown parameter; did you mean "image-list"?`, "accepted: image-list, pin-mode, pin-target, pin-branch, pin-push, pin-pr-group, refresh, values-files, helm-parameters, values", "<alias>.update-strategy"}},
 		{name: "unknown alias", params: Parameters{ps("image-list", "web=nginx, worker=ghcr.io/o/w"), ps("wbe.update-strategy", "semver")},
 			want: []string{`parameter "wbe.update-strategy": unknown alias "wbe"; did you mean "web"?`, "aliases: web, worker", "declare aliases in parameter image-list"}},
 		{name: "alias parameter with no aliases", params: Parameters{ps("web.update-strategy", "semver")},

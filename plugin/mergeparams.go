@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
@@ -19,11 +20,15 @@ func (b *policyBuilder) readGlobal(p Parameter) {
 		}
 		b.listFailed = len(b.errs) > n
 	case ParamPinMode:
-		b.readPinMode(p)
+		b.pinMode = b.choiceOver(b.pinMode, p, pinModeAccepted, PinOff, PinWrite, PinUse)
 	case ParamPinTarget:
 		b.pinTarget = b.stringOver(b.pinTarget, p, pin.TargetAccepted)
 	case ParamPinBranch:
 		b.pinBranch = b.stringOver(b.pinBranch, p, pinBranchAccepted)
+	case ParamPinPush:
+		b.pinPush = b.choiceOver(b.pinPush, p, pinPushAccepted, PinPushDirect, PinPushPullRequest)
+	case ParamPinPRGroup:
+		b.pinPRGroup = b.choiceOver(b.pinPRGroup, p, pinPRGroupAccepted, PinPRGroupApp, PinPRGroupRepository)
 	case ParamRefresh:
 		b.readRefresh(p)
 	case ParamValuesFiles:
@@ -48,17 +53,21 @@ func (b *policyBuilder) stringOver(prev value, p Parameter, accepted string) val
 	return prev
 }
 
-func (b *policyBuilder) readPinMode(p Parameter) {
-	if !b.checkKind(p, pinModeAccepted, KindString) {
-		return
+// choiceOver is a string parameter that takes one of choices, trimmed, over prev
+// (the policy file's); an empty one leaves prev, any other value is an error.
+func (b *policyBuilder) choiceOver(prev value, p Parameter, accepted string, choices ...string) value {
+	if !b.checkKind(p, accepted, KindString) {
+		return prev
 	}
-	switch v := strings.TrimSpace(p.String); v {
-	case "":
-	case PinOff, PinWrite, PinUse:
-		b.pinMode = value{set: true, str: v, src: paramSource(p.Name)}
-	default:
-		b.fail(&resolve.InputError{Field: paramSource(p.Name), Value: p.String, Accepted: pinModeAccepted})
+	v := strings.TrimSpace(p.String)
+	if v == "" {
+		return prev
 	}
+	if !slices.Contains(choices, v) {
+		b.fail(&resolve.InputError{Field: paramSource(p.Name), Value: p.String, Accepted: accepted})
+		return prev
+	}
+	return value{set: true, str: v, src: paramSource(p.Name)}
 }
 
 func (b *policyBuilder) readRefresh(p Parameter) {

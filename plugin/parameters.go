@@ -40,8 +40,8 @@ func Announce(repoRoot, appDir string) ([]byte, error) {
 // image-list (prefilled with the policy file's images as alias=repository[:constraint]),
 // the application-wide defaults (update-strategy, allow-tags, ignore-tags, platforms,
 // pin-digest, verify-identity, verify-issuer, verify-key), then for each alias of the policy file, sorted, its <alias>.* keys with
-// the file's values as defaults, then pin-mode, pin-target, pin-branch, refresh, values-files, helm-parameters and
-// values. Without a policy file only the general parameters are announced; a policy
+// the file's values as defaults, then pin-mode, pin-target, pin-branch, pin-push, pin-pr-group, refresh,
+// values-files, helm-parameters and values. Without a policy file only the general parameters are announced; a policy
 // file that does not load is an error. Announced values are defaults shown in the UI:
 // Argo CD does not send them back unless the user changes them, so they never
 // override the file.
@@ -101,6 +101,22 @@ func Announcements(repoRoot, appDir string) ([]ParameterAnnouncement, error) {
 			ItemType:       "string",
 			CollectionType: "string",
 			String:         pol.Pins.Branch,
+		},
+		ParameterAnnouncement{
+			Name:           ParamPinPush,
+			Title:          "Pins by pull request",
+			Tooltip:        "How pins reach the pins branch, with pin-mode write or use. Accepted: " + pinPushAccepted + ".",
+			ItemType:       "string",
+			CollectionType: "string",
+			String:         pol.Pins.Push,
+		},
+		ParameterAnnouncement{
+			Name:           ParamPinPRGroup,
+			Title:          "Pull request per",
+			Tooltip:        "What one pull request of pins carries (branch image-resolver/<app>, or image-resolver/repository-<base branch>). Accepted: " + pinPRGroupAccepted + ".",
+			ItemType:       "string",
+			CollectionType: "string",
+			String:         pinPRGroupDefault(pol),
 		},
 		ParameterAnnouncement{
 			Name:           ParamRefresh,
@@ -220,6 +236,16 @@ func splitItems(values []string) []string {
 }
 
 func pinModeDefault(pol *AppPolicy) string { return pol.PinMode }
+
+// pinPRGroupDefault is pin-pr-group's prefilled value: the effective one where it
+// applies (pin-push pull-request), else none, so that a prefilled value read back
+// as a parameter is never one that does not apply.
+func pinPRGroupDefault(pol *AppPolicy) string {
+	if pol.Pins.Push != PinPushPullRequest {
+		return ""
+	}
+	return pol.Pins.PRGroup
+}
 
 func pinTargetDefault(pol *AppPolicy) string {
 	if pol.Pins.Target == nil {

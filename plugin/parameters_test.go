@@ -22,7 +22,7 @@ func TestAnnounceWithoutFile(t *testing.T) {
 		names = append(names, a.Name)
 	}
 	want := []string{"image-list", "update-strategy", "allow-tags", "ignore-tags", "platforms", "pin-digest",
-		"verify-identity", "verify-issuer", "verify-key", "pin-mode", "pin-target", "pin-branch", "refresh", "values-files", "helm-parameters", "values"}
+		"verify-identity", "verify-issuer", "verify-key", "pin-mode", "pin-target", "pin-branch", "pin-push", "pin-pr-group", "refresh", "values-files", "helm-parameters", "values"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("names %q\nwant  %q", names, want)
 	}
@@ -58,7 +58,7 @@ func TestAnnounceFromFile(t *testing.T) {
 			want = append(want, alias+"."+k)
 		}
 	}
-	want = append(want, "pin-mode", "pin-target", "pin-branch", "refresh", "values-files", "helm-parameters", "values")
+	want = append(want, "pin-mode", "pin-target", "pin-branch", "pin-push", "pin-pr-group", "refresh", "values-files", "helm-parameters", "values")
 	if !reflect.DeepEqual(names, want) {
 		t.Fatalf("names %q\nwant  %q", names, want)
 	}
@@ -80,6 +80,8 @@ func TestAnnounceFromFile(t *testing.T) {
 		{"web.verify-identity", ParameterAnnouncement{CollectionType: "string", ItemType: "string"}},
 		{"web.pin-digest", ParameterAnnouncement{CollectionType: "string", ItemType: "boolean", String: "false"}},
 		{"pin-mode", ParameterAnnouncement{CollectionType: "string", ItemType: "string", String: "off"}},
+		{"pin-push", ParameterAnnouncement{CollectionType: "string", ItemType: "string"}},
+		{"pin-pr-group", ParameterAnnouncement{CollectionType: "string", ItemType: "string"}},
 		{"refresh", ParameterAnnouncement{CollectionType: "string", ItemType: "string", String: "hard"}},
 		{"helm-parameters", ParameterAnnouncement{CollectionType: "map", ItemType: "string"}},
 		{"values-files", ParameterAnnouncement{CollectionType: "array", ItemType: "string"}},
@@ -156,5 +158,63 @@ func TestAnnounceBrokenFile(t *testing.T) {
 	} {
 		_, err := Announce("", appDir(t, file))
 		assertErr(t, err, "file .argocd-image-resolver.yaml")
+	}
+}
+
+// pin-push and pin-pr-group are announced with their accepted values and
+// defaults, prefilled with the effective values where they apply, and the
+// prefilled pin settings read back as parameters give the same pins.
+func TestAnnouncePinPush(t *testing.T) {
+	cases := []struct {
+		name        string
+		file        string
+		push, group string // prefilled
+	}{
+		{"pins off", "images: {}\n", "", ""},
+		{"pins on", "pinMode: write\n", "direct", ""},
+		{"pull request per app", "pinMode: use\npinPush: pull-request\n", "pull-request", "app"},
+		{"pull request per repository", "pinMode: use\npinPush: pull-request\npinPRGroup: repository\n", "pull-request", "repository"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := appDir(t, tc.file)
+			anns, err := Announcements("", dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byName := map[string]ParameterAnnouncement{}
+			var params Parameters
+			for _, a := range anns {
+				byName[a.Name] = a
+				if strings.HasPrefix(a.Name, "pin-") && a.String != "" {
+					params = append(params, ps(a.Name, a.String))
+				}
+			}
+			push, group := byName["pin-push"], byName["pin-pr-group"]
+			if push.String != tc.push || group.String != tc.group {
+				t.Errorf("prefilled pin-push %q pin-pr-group %q, want %q %q", push.String, group.String, tc.push, tc.group)
+			}
+			for _, w := range []string{"Accepted: direct (the default", "or pull-request (", "git.forges"} {
+				if !strings.Contains(push.Tooltip, w) {
+					t.Errorf("pin-push tooltip %q lacks %q", push.Tooltip, w)
+				}
+			}
+			for _, w := range []string{"Accepted: app (the default", "or repository (", "image-resolver/<app>", "with pin-push pull-request"} {
+				if !strings.Contains(group.Tooltip, w) {
+					t.Errorf("pin-pr-group tooltip %q lacks %q", group.Tooltip, w)
+				}
+			}
+			fromFile, err := LoadPolicy(dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromParams, err := LoadPolicy(appDir(t, ""), params)
+			if err != nil {
+				t.Fatalf("prefilled values %v read back: %v", params, err)
+			}
+			if fromFile.PinMode != fromParams.PinMode || fromFile.Pins.Push != fromParams.Pins.Push || fromFile.Pins.PRGroup != fromParams.Pins.PRGroup {
+				t.Errorf("read back: %q %+v, want %q %+v", fromParams.PinMode, fromParams.Pins, fromFile.PinMode, fromFile.Pins)
+			}
+		})
 	}
 }

@@ -16,6 +16,8 @@ const (
 	ParamPinMode        = "pin-mode"
 	ParamPinTarget      = "pin-target"
 	ParamPinBranch      = "pin-branch"
+	ParamPinPush        = "pin-push"
+	ParamPinPRGroup     = "pin-pr-group"
 	ParamRefresh        = "refresh"
 	ParamValuesFiles    = "values-files"
 	ParamHelmParameters = "helm-parameters"
@@ -44,6 +46,21 @@ const (
 	PinUse   = pin.ModeUse
 )
 
+// How pins reach the pin branch (parameter pin-push, policy file key pinPush):
+// committed to it, or proposed to it as a pull request (docs/pins.md).
+const (
+	PinPushDirect      = "direct"
+	PinPushPullRequest = "pull-request"
+)
+
+// What one pull request carries with pin-push pull-request (parameter
+// pin-pr-group, policy file key pinPRGroup): the pins of one app (branch
+// image-resolver/<app>), or of every app of the repository and base branch.
+const (
+	PinPRGroupApp        = "app"
+	PinPRGroupRepository = "repository"
+)
+
 // Per-alias keys naming an image's keys in a Helm values file, for pin-target
 // helmvalues:<path> (argocd-image-updater's names).
 const (
@@ -68,6 +85,8 @@ const (
 	pinDigestAccepted  = "true or false"
 	pinModeAccepted    = "off (resolve at every render), write (resolve, and commit the references to git) or use (render from the pins in git; new matches are committed as new pins)"
 	pinBranchAccepted  = "a git branch name (the branch must exist), e.g. image-pins"
+	pinPushAccepted    = "direct (the default: pins are committed to the pin branch) or pull-request (pins are proposed to it as a pull request, on a forge the operator configures in git.forges)"
+	pinPRGroupAccepted = "app (the default: one pull request per app) or repository (one per repository and base branch), with pin-push pull-request"
 	imageListAccepted  = "alias=repository[:constraint], comma-separated or one per array item, e.g. web=ghcr.io/org/web:~1.2"
 	aliasAccepted      = "letters, digits, - and _, starting with a letter or digit (/ is read as _)"
 	valuesFilesAcc     = "an array of values file paths (or one comma-separated string)"
@@ -123,8 +142,16 @@ type PinSettings struct {
 	// Target is the file the pins are in (pin-target; the pins file by default).
 	Target pin.Target
 	// Branch is the branch pins are committed to (pin-branch); "" means the
-	// app's own (ARGOCD_APP_SOURCE_TARGET_REVISION).
+	// app's own (ARGOCD_APP_SOURCE_TARGET_REVISION). With Push
+	// PinPushPullRequest it is the pull request's base branch.
 	Branch string
+	// Push is how pins reach Branch (pin-push): PinPushDirect (the default) or
+	// PinPushPullRequest.
+	Push string
+	// PRGroup is what one pull request carries (pin-pr-group): PinPRGroupApp (the
+	// default) or PinPRGroupRepository. It is set whatever Push is, and read only
+	// with PinPushPullRequest.
+	PRGroup string
 }
 
 // HelmParams are the Helm settings given as plugin parameters.

@@ -39,12 +39,21 @@ type fileImage struct {
 // policyFile is a parsed policy file; images by normalised alias.
 type policyFile struct {
 	images map[string]*fileImage
-	// pinMode, pinTarget and pinBranch are the top-level pin settings.
+	// pinMode, pinTarget, pinBranch, pinPush and pinPRGroup are the top-level
+	// pin settings.
 	pinMode, pinTarget, pinBranch value
+	pinPush, pinPRGroup           value
 }
 
 // fileTopKeys are the policy file's top-level keys.
-var fileTopKeys = []string{"images", "pinMode", "pinTarget", "pinBranch"}
+var fileTopKeys = []string{"images", "pinMode", "pinTarget", "pinBranch", "pinPush", "pinPRGroup"}
+
+// fileChoices are the values each top-level key that takes one of a few accepts.
+var fileChoices = map[string][]string{
+	"pinMode":    {PinOff, PinWrite, PinUse},
+	"pinPush":    {PinPushDirect, PinPushPullRequest},
+	"pinPRGroup": {PinPRGroupApp, PinPRGroupRepository},
+}
 
 // readPolicyFile reads the policy file of appDir, confined to repoRoot (the
 // repository checkout; "" means appDir itself): a policy file that is a symbolic
@@ -179,24 +188,7 @@ func parsePolicyFile(data []byte) (*policyFile, error) {
 			if isNullNode(v) {
 				return
 			}
-			accepted := map[string]string{"pinMode": pinModeAccepted, "pinTarget": pin.TargetAccepted, "pinBranch": pinBranchAccepted}[key]
-			if v.Kind != yaml.ScalarNode {
-				p.fail(v, key, "is %s (accepted: %s)", describeNode(v), accepted)
-				return
-			}
-			val := value{set: true, str: strings.TrimSpace(v.Value), src: "file " + PolicyFileName + " key " + key, line: v.Line}
-			switch key {
-			case "pinMode":
-				if !slices.Contains([]string{PinOff, PinWrite, PinUse}, val.str) {
-					p.fail(v, key, "invalid value %q (accepted: %s)", v.Value, accepted)
-					return
-				}
-				pf.pinMode = val
-			case "pinTarget":
-				pf.pinTarget = val
-			case "pinBranch":
-				pf.pinBranch = val
-			}
+			p.pinSetting(pf, key, v)
 			return
 		}
 		if isNullNode(v) || !p.mapping(v, "images", "a mapping of alias to image policy") {
@@ -230,6 +222,34 @@ func parsePolicyFile(data []byte) (*policyFile, error) {
 }
 
 type fileParser struct{ errs *[]error }
+
+// pinSetting reads one of the top-level pin settings (pinMode, pinTarget,
+// pinBranch, pinPush, pinPRGroup).
+func (p fileParser) pinSetting(pf *policyFile, key string, v *yaml.Node) {
+	accepted := map[string]string{"pinMode": pinModeAccepted, "pinTarget": pin.TargetAccepted, "pinBranch": pinBranchAccepted,
+		"pinPush": pinPushAccepted, "pinPRGroup": pinPRGroupAccepted}[key]
+	if v.Kind != yaml.ScalarNode {
+		p.fail(v, key, "is %s (accepted: %s)", describeNode(v), accepted)
+		return
+	}
+	val := value{set: true, str: strings.TrimSpace(v.Value), src: "file " + PolicyFileName + " key " + key, line: v.Line}
+	if choices, ok := fileChoices[key]; ok && !slices.Contains(choices, val.str) {
+		p.fail(v, key, "invalid value %q (accepted: %s)", v.Value, accepted)
+		return
+	}
+	switch key {
+	case "pinMode":
+		pf.pinMode = val
+	case "pinTarget":
+		pf.pinTarget = val
+	case "pinBranch":
+		pf.pinBranch = val
+	case "pinPush":
+		pf.pinPush = val
+	case "pinPRGroup":
+		pf.pinPRGroup = val
+	}
+}
 
 func (p fileParser) fail(n *yaml.Node, path, format string, args ...any) {
 	where := "file " + PolicyFileName

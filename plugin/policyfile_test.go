@@ -133,10 +133,10 @@ func TestPolicyFileErrors(t *testing.T) {
 	}{
 		{"syntax", "images:\n  web: [\n", []string{"file .argocd-image-resolver.yaml: yaml: line"}},
 		{"two documents", "images: {}\n---\nimages: {}\n", []string{"file .argocd-image-resolver.yaml (line 2): more than one YAML document"}},
-		{"top level list", "- a\n", []string{"file .argocd-image-resolver.yaml (line 1): is a list (accepted: a mapping with keys images, pinMode, pinTarget, pinBranch)"}},
+		{"top level list", "- a\n", []string{"file .argocd-image-resolver.yaml (line 1): is a list (accepted: a mapping with keys images, pinMode, pinTarget, pinBranch, pinPush, pinPRGroup)"}},
 		{"bad pinMode", "pinMode: always\n", []string{`file .argocd-image-resolver.yaml key pinMode (line 1): invalid value "always" (accepted: off`}},
 		{"pinTarget not a string", "pinTarget: [pins]\n", []string{`file .argocd-image-resolver.yaml key pinTarget (line 1): is a list`}},
-		{"unknown top key", "images: {}\nimagez: {}\n", []string{`file .argocd-image-resolver.yaml key imagez (line 2): unknown key; did you mean "images"? (accepted: images, pinMode, pinTarget, pinBranch)`}},
+		{"unknown top key", "images: {}\nimagez: {}\n", []string{`file .argocd-image-resolver.yaml key imagez (line 2): unknown key; did you mean "images"? (accepted: images, pinMode, pinTarget, pinBranch, pinPush, pinPRGroup)`}},
 		{"images a list", "images:\n  - web\n", []string{"key images (line 2): is a list (accepted: a mapping of alias to image policy)"}},
 		{"unknown image key", "images:\n  web:\n    image: nginx\n    strategyy: semver\n", []string{`key images.web.strategyy (line 4): unknown key; did you mean "strategy"? (accepted: image, strategy, constraint, allowTags, ignoreTags, platforms, pinDigest, verify)`}},
 		{"image-updater spelling", "images:\n  web:\n    image: nginx\n    allow-tags: any\n", []string{`key images.web.allow-tags (line 4): unknown key; did you mean "allowTags"?`}},
