@@ -187,7 +187,12 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	if o.worker != nil {
 		d.workers = render.NewWorkers(o.worker, cfg.RenderWorkers, render.WithWorkerMemory(cfg.RenderWorkerMemory))
 	}
-	d.pins = compose.NewPinWriter(cfg, o.log, d.Metrics.Registry, append([]pin.WriterOption{pin.WithOnResult(d.pinResult)}, o.pinOpts...)...)
+	written := pin.WithOnWritten(func(repo, branch string, res pin.Result) {
+		if d.Refresher != nil && d.Refresher.landings != nil {
+			d.Refresher.landings.written(repo, branch, res)
+		}
+	})
+	d.pins = compose.NewPinWriter(cfg, o.log, d.Metrics.Registry, append([]pin.WriterOption{pin.WithOnResult(d.pinResult), written}, o.pinOpts...)...)
 	if cfg.Refresh == config.RefreshHard {
 		every := o.refreshEvery
 		if every <= 0 {
@@ -196,6 +201,12 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		d.Tracker = NewTracker(cfg.MaxTrackedApps, cfg.ForgetAfter, cfg.ControlPlaneNamespace, d.Metrics)
 		d.Refresher = NewRefresher(d.Tracker, d.Resolver, o.notifier, cfg.RefreshInterval, every, cfg.FetchTimeout, o.log)
 		d.Refresher.pins = d.pins
+		nr, canNormal := o.notifier.(NormalRefresher)
+		tips, canTip := d.pins.(BranchTipper)
+		if canNormal && canTip {
+			d.Refresher.landings = &landings{notifier: nr, tips: tips, tracker: d.Tracker, m: d.Metrics, now: time.Now,
+				watchFor: cfg.ForgetAfter, bases: map[[2]string]*watchedBase{}}
+		}
 		var store watchStore = newFileStore(filepath.Join(filepath.Dir(cfg.Socket), watchFileName))
 		if shared != nil {
 			store = &redisStore{r: shared, ttl: cfg.ForgetAfter}
@@ -447,7 +458,8 @@ func (d *Daemon) afterRender(env *plugin.Env, report *pipeline.Report, renderErr
 	}
 	d.pinErrMu.Unlock()
 	if e, ok := report.PinEdit(env.AppName, env.SourcePath); ok && renderErr == nil {
-		c := pin.Change{RepoURL: env.SourceRepoURL, Branch: PinBranch(report.Pins.Branch, env.SourceTargetRevision), Edit: e}
+		c := pin.Change{RepoURL: env.SourceRepoURL, Branch: PinBranch(report.Pins.Branch, env.SourceTargetRevision), Edit: e,
+			Push: report.Pins.Push, PRGroup: report.Pins.PRGroup}
 		if err := pin.CheckChange(c); err != nil {
 			// e.g. a target revision that is a tag or a commit: no branch to commit to.
 			report.Notes = append(report.Notes, "pins not committed: "+OneLine(err)+" (set the parameter pin-branch to a branch)")

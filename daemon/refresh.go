@@ -76,6 +76,9 @@ type Refresher struct {
 	// claims, when the replicas share Redis, lets one replica ask for the refresh
 	// of one change; nil: each replica asks on its own.
 	claims Claimer
+	// landings asks Argo CD to look again at branches pins landed on (nil
+	// without a notifier that can).
+	landings *landings
 }
 
 // Claimer takes a name for a time if no replica holds it (cache.Redis.Claim).
@@ -114,6 +117,9 @@ func (r *Refresher) Run(ctx context.Context) {
 // long, re-resolves the others and refreshes those whose answer changed.
 func (r *Refresher) Pass(ctx context.Context) {
 	r.tracker.expire()
+	if r.landings != nil {
+		r.landings.check(ctx)
+	}
 	sem := make(chan struct{}, passParallelism)
 	var wg sync.WaitGroup
 	for _, c := range r.tracker.snapshot() {
@@ -273,7 +279,7 @@ func (r *Refresher) commitPins(c appCheck, changes []change) {
 		e.Base[ch.alias] = ch.old
 	}
 	for _, src := range order {
-		r.pins.Submit(pin.Change{RepoURL: src.repoURL, Branch: src.branch, Edit: *bySource[src]})
+		r.pins.Submit(pin.Change{RepoURL: src.repoURL, Branch: src.branch, Edit: *bySource[src], Push: src.push, PRGroup: src.prGroup})
 	}
 	r.tracker.pinned(c.name, changes)
 	r.tracker.refreshed(c, changes, true)

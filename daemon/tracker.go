@@ -41,6 +41,10 @@ type Render struct {
 type pinSource struct {
 	repoURL, branch, dir string
 	target               pin.Target
+	push, prGroup        string // pin-push and pin-pr-group
+	// rendered says the app renders branch (no pin-branch elsewhere): a pin
+	// landing there changes what it renders.
+	rendered bool
 }
 
 // RenderedImage is one distinct image request of a render and what it gave.
@@ -66,7 +70,9 @@ func renderOf(env *plugin.Env, report *pipeline.Report) (Render, bool) {
 	}
 	r := Render{App: env.AppName, RepoURL: env.SourceRepoURL, Path: env.SourcePath, Revision: env.Revision, Refresh: report.Refresh}
 	if report.PinMode == plugin.PinUse {
-		r.pins = &pinSource{repoURL: env.SourceRepoURL, branch: PinBranch(report.Pins.Branch, env.SourceTargetRevision), dir: env.SourcePath, target: report.Pins.Target}
+		r.pins = &pinSource{repoURL: env.SourceRepoURL, branch: PinBranch(report.Pins.Branch, env.SourceTargetRevision), dir: env.SourcePath, target: report.Pins.Target,
+			push: report.Pins.Push, prGroup: report.Pins.PRGroup,
+			rendered: report.Pins.Branch == "" || report.Pins.Branch == env.SourceTargetRevision}
 	}
 	for _, s := range report.Substitutions {
 		if slices.ContainsFunc(r.Images, func(im RenderedImage) bool { return sameRequest(im.Request, s.Request) }) {
