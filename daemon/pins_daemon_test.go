@@ -11,6 +11,7 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
+	"github.com/argocd-image-resolver/argocd-image-resolver/notify"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin/gittest"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
@@ -87,6 +88,11 @@ func TestPinModeUseThroughTheDaemon(t *testing.T) {
 		t.Fatalf("first render:\n%s", out)
 	}
 	log := waitCommits(t, g, d, written, "apps.git", 2)
+	// The pin commit landed on the branch the app renders: Argo CD is asked to
+	// look again (a normal refresh), not left to its 3-minute poll.
+	if got := notifier.waitNormal(t, 1); len(got) != 1 || got[0] != (notify.App{Namespace: "argocd", Name: "web"}) {
+		t.Errorf("normal refreshes after the pin commit: %v, want argocd/web once", got)
+	}
 	pins := g.File(t, "apps.git", "main", "apps/web/"+pin.PinsFile)
 	if !strings.Contains(pins, "reference: "+image+":1.1.0") || !strings.Contains(log[0], "web") {
 		t.Fatalf("commit %q, pins file:\n%s", log[0], pins)
@@ -102,6 +108,9 @@ func TestPinModeUseThroughTheDaemon(t *testing.T) {
 	clock.Advance(cfg.TagTTL + 100*time.Millisecond) // the tag list expires
 	d.Refresher.Pass(context.Background())
 	log = waitCommits(t, g, d, written, "apps.git", 3)
+	if got := notifier.waitNormal(t, 2); len(got) != 2 {
+		t.Errorf("normal refreshes after the second pin commit: %v, want 2 in all", got)
+	}
 	if pins := g.File(t, "apps.git", "main", "apps/web/"+pin.PinsFile); !strings.Contains(pins, "reference: "+image+":1.2.0") {
 		t.Fatalf("after the new tag, commit %q, pins file:\n%s", log[0], pins)
 	}

@@ -65,8 +65,32 @@ type fakeNotifier struct {
 	mu      sync.Mutex
 	calls   []notify.App
 	err     error
-	pending bool   // answer "already pending"
-	during  func() // runs during the call (a render arriving meanwhile)
+	pending bool         // answer "already pending"
+	during  func()       // runs during the call (a render arriving meanwhile)
+	normal  []notify.App // normal refreshes (a pin landed)
+}
+
+func (f *fakeNotifier) NormalRefresh(_ context.Context, app notify.App) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.normal = append(f.normal, app)
+	return true, nil
+}
+
+// waitNormal waits until n normal refreshes were asked (they are asked right
+// after a push lands, from the writer's goroutine), and returns them.
+func (f *fakeNotifier) waitNormal(t *testing.T, n int) []notify.App {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		f.mu.Lock()
+		got := slices.Clone(f.normal)
+		f.mu.Unlock()
+		if len(got) >= n || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (f *fakeNotifier) HardRefresh(_ context.Context, app notify.App) (bool, error) {
