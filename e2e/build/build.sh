@@ -6,11 +6,14 @@
 #                                           e2e/build/argocd-v2, e2e/build/argocd-v3
 #   argocd-<version>/git-verify-wrapper.sh  from the argo-cd module's hack/ (v3.6 needs it)
 #   argocd-<version>/crds/*.yaml            the CRDs from the argo-cd module
+#   bin/gitea, gitea-static/{templates,     Gitea (code.gitea.io/gitea, module e2e/build/gitea;
+#   options}                                pin/forge/giteatest runs it), built without bindata
+#                                           so it reads templates/options from gitea-static
 #   bin/argocd-image-resolver(-generate),   this checkout's cmd/... (always rebuilt: go's
 #   bin/demo                                cache makes that quick)
 # Debian packages (etcd-server, redis-server, git) are .ci/run's business, not this script's.
 #
-# Usage: build.sh [all|kube|argocd VERSION...|resolver]   (all: every version in
+# Usage: build.sh [all|kube|argocd VERSION...|gitea|resolver]   (all: every version in
 #        e2e/build/versions.txt). Idempotent: a binary whose stamp (module files, version,
 #        go version) matches is kept, so a warm run takes seconds. FORCE=1 rebuilds.
 # Prints one timing line per step ("== step: Ns").
@@ -113,6 +116,38 @@ argocd() {
 	"$vd/argocd" version --client --short
 }
 
+# gitea: the forge pin/forge/giteatest runs. The module proxy serves the release as
+# code.gitea.io/gitea while its go.mod says gitea.dev (see e2e/build/gitea/go.mod). CGO off:
+# SQLite is modernc.org/sqlite (pure Go), built in by default since v1.27.
+gitea() {
+	local d=$HERE/gitea ver st
+	ver=$(sed -n 's/^require gitea.dev \(v[^ ]*\)$/\1/p' "$d/go.mod")
+	[ -n "$ver" ] || { echo "no gitea.dev version in $d/go.mod" >&2; return 1; }
+	st=$(stamp_of "$d" "$ver")
+	if fresh "$OUT/bin/gitea" "$st"; then
+		echo "gitea $ver: up to date"
+	else
+		(cd "$d" && GOTOOLCHAIN=local CGO_ENABLED=0 go build -trimpath \
+			-ldflags="-s -w -X main.Version=${ver#v}" -o "$OUT/bin/gitea.tmp" gitea.dev)
+		mv "$OUT/bin/gitea.tmp" "$OUT/bin/gitea"
+		echo "$st" >"$OUT/bin/gitea.stamp"
+	fi
+	# Without bindata Gitea reads options/ (required: locales) and templates/ from its
+	# STATIC_ROOT_PATH; copied from the module so that a kept .cache/e2e is all tests need.
+	local sd=$OUT/gitea-static
+	if [ "$FORCE" = 1 ] || [ "$(cat "$sd/.stamp" 2>/dev/null)" != "$st" ]; then
+		local src
+		src=$(cd "$d" && GOTOOLCHAIN=local go list -m -f '{{.Dir}}' gitea.dev)
+		[ -d "$src/options" ] || { echo "no options/ in $src" >&2; return 1; }
+		rm -rf "$sd.new" && mkdir -p "$sd.new"
+		cp -r "$src/templates" "$src/options" "$sd.new/"
+		chmod -R u+w "$sd.new"
+		echo "$st" >"$sd.new/.stamp"
+		rm -rf "$sd" && mv "$sd.new" "$sd"
+	fi
+	"$OUT/bin/gitea" --version
+}
+
 resolver() {
 	# This checkout's binaries; go's build cache makes a rerun quick.
 	(cd "$ROOT" && GOTOOLCHAIN=local go build -o "$OUT/bin/" ./cmd/...)
@@ -127,11 +162,13 @@ case $what in
 all)
 	step kube kube
 	for v in $(versions); do step "argocd $v" argocd "$v"; done
+	step gitea gitea
 	step resolver resolver
 	;;
 kube) step kube kube ;;
 argocd) for v in "$@"; do step "argocd $v" argocd "$v"; done ;;
+gitea) step gitea gitea ;;
 resolver) step resolver resolver ;;
-*) echo "usage: $0 [all|kube|argocd VERSION...|resolver]" >&2; exit 2 ;;
+*) echo "usage: $0 [all|kube|argocd VERSION...|gitea|resolver]" >&2; exit 2 ;;
 esac
 echo "== total: $((SECONDS - T0))s"
