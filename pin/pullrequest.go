@@ -315,21 +315,25 @@ func (p *prTarget) pushBranches(ctx context.Context, repo *git.Repository, rem *
 	return p.remote.describe("push the pull request branches", err)
 }
 
-// ensure makes each group's pull request carry its pins: one listing of the
-// open pull requests, then at most one request per group (open, or update
-// the title and body), prParallelism at a time.
+// ensure makes each group's pull request carry its pins, with at most one
+// request per group: a new branch's pull request is opened; an existing
+// branch's is updated when its pins changed, by the number this writer knows
+// (it opened or listed it before), else the open pull requests are listed once
+// for all such groups. prParallelism requests at a time.
 func (p *prTarget) ensure(ctx context.Context, base string, groups []*prGroup) ([]PullRequestResult, *attemptError) {
 	if len(groups) == 0 {
 		return nil, nil
 	}
-	open, err := p.forge.Forge.OpenPullRequests(ctx, p.forge.Repo, BranchPrefix)
-	if err != nil {
-		return nil, p.forgeFailed("list the open pull requests", err)
-	}
 	byHead := map[string]forge.PullRequest{}
-	for _, pr := range open {
-		if pr.Base == base {
-			byHead[pr.Head] = pr
+	if p.needListing(groups) {
+		open, err := p.forge.Forge.OpenPullRequests(ctx, p.forge.Repo, BranchPrefix)
+		if err != nil {
+			return nil, p.forgeFailed("list the open pull requests", err)
+		}
+		for _, pr := range open {
+			if pr.Base == base {
+				byHead[pr.Head] = pr
+			}
 		}
 	}
 	results := make([]PullRequestResult, len(groups))
@@ -354,6 +358,17 @@ func (p *prTarget) ensure(ctx context.Context, base string, groups []*prGroup) (
 	return results, nil
 }
 
+// needListing says whether a group's branch exists with no pull request
+// number known to this writer: only the forge can say whether one is open.
+func (p *prTarget) needListing(groups []*prGroup) bool {
+	for _, g := range groups {
+		if !g.tip.IsZero() && p.w.prs.number(p.remote.url, g.branch) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // ensureOne opens or updates one group's pull request. A branch that already
 // carried these pins, with no open pull request, was closed or merged by a
 // person: it is not opened again (unless this writer pushed it and failed to
@@ -364,14 +379,24 @@ func (p *prTarget) ensureOne(ctx context.Context, base string, g *prGroup, byHea
 	if err != nil {
 		return res, err
 	}
-	pending := p.w.prPending(p.remote.url, g.branch, g.commit, g.pushed)
-	pr, isOpen := byHead[g.branch]
+	pending := p.w.prs.pending(p.remote.url, g.branch, g.commit, g.pushed)
+	listed, isOpen := byHead[g.branch]
+	known := p.w.prs.number(p.remote.url, g.branch)
+	var pr forge.PullRequest
 	switch {
-	case isOpen && pr.Title == spec.Title && strings.TrimSpace(pr.Body) == strings.TrimSpace(spec.Body):
-		res.Action = PRUnchanged
+	case isOpen && listed.Title == spec.Title && strings.TrimSpace(listed.Body) == strings.TrimSpace(spec.Body):
+		res.Action, pr = PRUnchanged, listed
 	case isOpen:
 		res.Action = PRUpdated
-		pr, err = p.forge.Forge.Update(ctx, p.forge.Repo, pr.Number, spec)
+		pr, err = p.forge.Forge.Update(ctx, p.forge.Repo, listed.Number, spec)
+	case known != 0 && !g.tip.IsZero() && g.pushed:
+		res.Action = PRUpdated
+		if pr, err = p.forge.Forge.Update(ctx, p.forge.Repo, known, spec); err == nil && pr.State != forge.StateOpen {
+			res.Action = PRCreated // closed since: a newer pin opens a new one
+			pr, err = p.forge.Forge.Create(ctx, p.forge.Repo, spec)
+		}
+	case known != 0 && !g.tip.IsZero() && !pending:
+		res.Action, pr.Number = PRUnchanged, known
 	case !g.pushed && !pending:
 		res.Action = PRNotReopened
 		return res, nil
@@ -382,7 +407,7 @@ func (p *prTarget) ensureOne(ctx context.Context, base string, g *prGroup, byHea
 	if err != nil {
 		return res, err
 	}
-	p.w.prOpened(p.remote.url, g.branch)
+	p.w.prs.opened(p.remote.url, g.branch, pr.Number)
 	res.Number, res.URL = pr.Number, pr.URL
 	return res, nil
 }
@@ -402,25 +427,51 @@ func (p *prTarget) forgeFailed(what string, err error) *attemptError {
 // with *forge.Error gives its answer).
 var ErrForge = errors.New("forge request failed")
 
-// prPending reports whether the pull request of branch at commit is still to
-// be opened by this writer: it pushed that commit (pushed now, or in an
-// earlier attempt whose pull request failed).
-func (w *Writer) prPending(repo, branch string, commit plumbing.Hash, pushed bool) bool {
-	w.prMu.Lock()
-	defer w.prMu.Unlock()
-	k := repo + "\x00" + branch
-	if pushed {
-		w.prToOpen[k] = commit
-		return true
-	}
-	return w.prToOpen[k] == commit
+// maxKnownPRs bounds the pull request numbers a writer remembers.
+const maxKnownPRs = 100000
+
+// knownPRs is what a writer knows of its pull requests, by repository and
+// branch: the number of the one it opened or listed, and the commits it
+// pushed whose pull request is not open yet.
+type knownPRs struct {
+	mu      sync.Mutex
+	numbers map[string]int
+	toOpen  map[string]plumbing.Hash
 }
 
-// prOpened forgets that branch's pull request is to be opened.
-func (w *Writer) prOpened(repo, branch string) {
-	w.prMu.Lock()
-	defer w.prMu.Unlock()
-	delete(w.prToOpen, repo+"\x00"+branch)
+func (k *knownPRs) number(repo, branch string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.numbers[repo+"\x00"+branch]
+}
+
+// pending reports whether the pull request of branch at commit is still to be
+// opened: this writer pushed that commit (now, or in an earlier attempt whose
+// pull request failed).
+func (k *knownPRs) pending(repo, branch string, commit plumbing.Hash, pushed bool) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := repo + "\x00" + branch
+	if pushed {
+		if k.toOpen == nil {
+			k.toOpen = map[string]plumbing.Hash{}
+		}
+		k.toOpen[key] = commit
+		return true
+	}
+	return k.toOpen[key] == commit
+}
+
+// opened records branch's open pull request.
+func (k *knownPRs) opened(repo, branch string, number int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key := repo + "\x00" + branch
+	delete(k.toOpen, key)
+	if k.numbers == nil || len(k.numbers) >= maxKnownPRs {
+		k.numbers = map[string]int{}
+	}
+	k.numbers[key] = number
 }
 
 // succeededPR counts and logs a pull-request write's attempt that succeeded.

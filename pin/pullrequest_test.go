@@ -25,7 +25,9 @@ func prWriter(t *testing.T, g *giteatest.Gitea, p *giteatest.Proxy, repo string,
 		t.Fatal(err)
 	}
 	base := []WriterOption{
-		WithAuth(func(string) (transport.AuthMethod, error) { return &githttp.BasicAuth{Username: g.User, Password: g.Password}, nil }),
+		WithAuth(func(string) (transport.AuthMethod, error) {
+			return &githttp.BasicAuth{Username: g.User, Password: g.Password}, nil
+		}),
 		WithForges(func(string) (ForgeRepo, error) { return ForgeRepo{Forge: fg, Repo: repo}, nil }),
 		WithRetry(1, 0),
 	}
@@ -81,8 +83,8 @@ func TestPullRequestsOnGitea(t *testing.T) {
 	if got := actions(res); got != "image-resolver/api=created,image-resolver/web=created" {
 		t.Fatalf("first write: %s", got)
 	}
-	if n, s := apiCalls(p); n != 3 {
-		t.Errorf("first write: %d API calls, want 3 (a listing, two creates):\n%s", n, s)
+	if n, s := apiCalls(p); n != 2 {
+		t.Errorf("first write: %d API calls, want 2 (two creates: new branches have no pull request to list):\n%s", n, s)
 	}
 	open := g.PullRequests(t, repo, "open")
 	if len(open) != 2 {
@@ -101,13 +103,20 @@ func TestPullRequestsOnGitea(t *testing.T) {
 		t.Fatalf("main moved from %s to %s: pins must arrive by pull request only", mainTip, tip)
 	}
 
-	// The same pins again: nothing pushed, nothing asked beyond the listing.
-	res = write(t, w, prChange(g, repo, "api", "ghcr.io/org/web:1.1.0", "", ""), prChange(g, repo, "web", "ghcr.io/org/web:1.1.0", "", ""))
-	if got := actions(res); got != "image-resolver/api=unchanged,image-resolver/web=unchanged" {
+	// The same pins again: nothing pushed, nothing asked (the writer knows
+	// its pull requests); a restarted writer lists them once.
+	same := []Change{prChange(g, repo, "api", "ghcr.io/org/web:1.1.0", "", ""), prChange(g, repo, "web", "ghcr.io/org/web:1.1.0", "", "")}
+	if got := actions(write(t, w, same...)); got != "image-resolver/api=unchanged,image-resolver/web=unchanged" {
 		t.Errorf("same pins: %s", got)
 	}
+	if n, s := apiCalls(p); n != 0 {
+		t.Errorf("same pins: %d API calls, want none:\n%s", n, s)
+	}
+	if got := actions(write(t, prWriter(t, g, p, repo), same...)); got != "image-resolver/api=unchanged,image-resolver/web=unchanged" {
+		t.Errorf("same pins, restarted writer: %s", got)
+	}
 	if n, s := apiCalls(p); n != 1 {
-		t.Errorf("same pins: %d API calls, want the listing only:\n%s", n, s)
+		t.Errorf("same pins, restarted writer: %d API calls, want the listing only:\n%s", n, s)
 	}
 
 	// A newer tag for web: the same pull request, its branch and body updated.
@@ -116,8 +125,8 @@ func TestPullRequestsOnGitea(t *testing.T) {
 	if got := actions(res); got != "image-resolver/web=updated" || res.PullRequests[0].Number != web.Number {
 		t.Errorf("newer tag: %s #%d, want web updated in #%d", got, res.PullRequests[0].Number, web.Number)
 	}
-	if n, s := apiCalls(p); n != 2 {
-		t.Errorf("newer tag: %d API calls, want a listing and an update:\n%s", n, s)
+	if n, s := apiCalls(p); n != 1 {
+		t.Errorf("newer tag: %d API calls, want one update:\n%s", n, s)
 	}
 	web = g.WaitPullRequest(t, repo, web.Number, "head moved", func(pr giteatest.PullRequest) bool { return pr.HeadSHA != headBefore })
 	if !strings.Contains(web.Body, "ghcr.io/org/web:1.2.0") || len(g.PullRequests(t, repo, "open")) != 2 {
@@ -131,20 +140,32 @@ func TestPullRequestsOnGitea(t *testing.T) {
 		t.Errorf("after the merge: %s, want nothing", actions(res))
 	}
 
-	// Closed by a person: not opened again for the same pins; a newer one is.
+	// Closed by a person: not opened again for the same pins, by this writer
+	// (no call) nor a restarted one (the listing); a newer pin opens a new one.
 	api := res0Number(t, g, repo, "image-resolver/api")
 	g.API(t, http.MethodPatch, fmt.Sprintf("/repos/%s/pulls/%d", repo, api), map[string]any{"state": "closed"}, nil)
 	p.Reset()
-	res = write(t, w, prChange(g, repo, "api", "ghcr.io/org/web:1.1.0", "", ""))
-	if got := actions(res); got != "image-resolver/api="+PRNotReopened {
+	apiSame := prChange(g, repo, "api", "ghcr.io/org/web:1.1.0", "", "")
+	if got := actions(write(t, w, apiSame)); got != "image-resolver/api="+PRUnchanged {
 		t.Errorf("closed pull request, same pins: %s", got)
 	}
-	if n, s := apiCalls(p); n != 1 {
-		t.Errorf("closed, same pins: %d API calls, want the listing only:\n%s", n, s)
+	restarted := prWriter(t, g, p, repo)
+	if got := actions(write(t, restarted, apiSame)); got != "image-resolver/api="+PRNotReopened {
+		t.Errorf("closed pull request, same pins, restarted writer: %s", got)
 	}
+	if n, s := apiCalls(p); n != 1 {
+		t.Errorf("closed, same pins: %d API calls, want the restarted writer's listing only:\n%s", n, s)
+	}
+	if n := len(g.PullRequests(t, repo, "open")); n != 0 {
+		t.Errorf("%d open pull requests after the close, want 0", n)
+	}
+	p.Reset()
 	res = write(t, w, prChange(g, repo, "api", "ghcr.io/org/web:1.2.0", "", ""))
-	if got := actions(res); got != "image-resolver/api=created" {
-		t.Errorf("closed pull request, newer pin: %s", got)
+	if got := actions(res); got != "image-resolver/api=created" || res.PullRequests[0].Number == api {
+		t.Errorf("closed pull request, newer pin: %s #%d (closed was #%d)", got, res.PullRequests[0].Number, api)
+	}
+	if n, s := apiCalls(p); n != 2 {
+		t.Errorf("closed, newer pin: %d API calls, want the update that finds it closed and a create:\n%s", n, s)
 	}
 }
 
@@ -174,8 +195,8 @@ func TestPullRequestPerRepository(t *testing.T) {
 	if got := actions(res); got != "image-resolver/repository-main=created" || len(res.PullRequests[0].Apps) != 3 {
 		t.Fatalf("%s, apps %v", got, res.PullRequests)
 	}
-	if n, s := apiCalls(p); n != 2 {
-		t.Errorf("%d API calls, want a listing and one create:\n%s", n, s)
+	if n, s := apiCalls(p); n != 1 {
+		t.Errorf("%d API calls, want one create:\n%s", n, s)
 	}
 }
 

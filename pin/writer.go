@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 )
@@ -109,10 +108,9 @@ type Writer struct {
 	log                     *slog.Logger
 	now                     func() time.Time
 
-	forgeFor                func(repoURL string) (ForgeRepo, error)
+	forgeFor func(repoURL string) (ForgeRepo, error)
 
-	prMu     sync.Mutex
-	prToOpen map[string]plumbing.Hash // repo + branch -> the commit pushed whose pull request is not open yet
+	prs knownPRs
 
 	locksMu sync.Mutex
 	locks   map[queueKey]chan struct{}
@@ -138,7 +136,6 @@ func NewWriter(opts ...WriterOption) *Writer {
 		log:            slog.Default(),
 		now:            time.Now,
 		locks:          map[queueKey]chan struct{}{},
-		prToOpen:       map[string]plumbing.Hash{},
 		queues:         map[queueKey]*batch{},
 		inflight:       map[queueKey]*batch{},
 		wake:           make(chan struct{}, 1),
