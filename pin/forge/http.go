@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -228,8 +229,18 @@ func (c *call) fail(err error) error {
 		e.Err, e.Detail = cause, bound(cause.msg)
 	default: // no answer, or it broke off
 		e.Status, e.Err = 0, cause
+		if timedOut(err) {
+			e.Detail = "no answer in time"
+		}
 	}
 	return e
+}
+
+// timedOut says whether err is a deadline passed (Config.Timeout, or the
+// caller's context).
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // refuse is an *Error for an answer that carried a refusal in a 2xx answer
