@@ -274,7 +274,7 @@ func classify(status int, h http.Header, body []byte, now time.Time) (error, tim
 			return ErrRateLimited, d
 		}
 		if status == http.StatusTooManyRequests {
-			return ErrRateLimited, 0
+			return ErrRateLimited, untilReset(h, now) // GitLab may not say remaining 0
 		}
 		if bytes.Contains(bytes.ToLower(body), []byte("secondary rate limit")) {
 			// GitHub: "wait for at least one minute" when it names no time.
@@ -305,15 +305,22 @@ func rateLimited(h http.Header, now time.Time) (time.Duration, bool) {
 		return retryAfter(h, now), true
 	}
 	for _, prefix := range []string{"X-RateLimit-", "RateLimit-"} {
-		if h.Get(prefix+"Remaining") != "0" {
-			continue
+		if h.Get(prefix+"Remaining") == "0" {
+			return untilReset(h, now), true
 		}
-		if reset, err := strconv.ParseInt(h.Get(prefix+"Reset"), 10, 64); err == nil {
-			return max(time.Unix(reset, 0).Sub(now), 0).Round(time.Second), true
-		}
-		return 0, true
 	}
 	return 0, false
+}
+
+// untilReset is how long until the rate limit's reset (X-RateLimit-Reset
+// or RateLimit-Reset, Unix seconds; 0 when none or passed).
+func untilReset(h http.Header, now time.Time) time.Duration {
+	for _, name := range []string{"X-RateLimit-Reset", "RateLimit-Reset"} {
+		if reset, err := strconv.ParseInt(h.Get(name), 10, 64); err == nil {
+			return max(time.Unix(reset, 0).Sub(now), 0).Round(time.Second)
+		}
+	}
+	return 0
 }
 
 // retryAfter reads Retry-After: seconds, or an HTTP date (0: none).

@@ -207,6 +207,7 @@ func TestClassify(t *testing.T) {
 		{"retry-after date", 429, http.Header{"Retry-After": {now.Add(90 * time.Second).UTC().Format(http.TimeFormat)}}, "", ErrRateLimited, 90 * time.Second},
 		{"gitlab 429 reset only", 429, http.Header{"Ratelimit-Remaining": {"0"}, "Ratelimit-Reset": {"1700000030"}}, "", ErrRateLimited, 30 * time.Second},
 		{"gitlab 429 bare", 429, nil, "Retry later", ErrRateLimited, 0},
+		{"gitlab 429 remaining left", 429, http.Header{"Ratelimit-Remaining": {"595"}, "Ratelimit-Reset": {"1700000060"}}, "", ErrRateLimited, time.Minute},
 		{"gitlab 409", 409, nil, "", ErrInvalid, 0},
 		{"gitlab 405", 405, nil, "", ErrInvalid, 0},
 		{"503 retry-after", 503, http.Header{"Retry-After": {"5"}}, "", errFailed, 5 * time.Second},
