@@ -404,8 +404,14 @@ func (p *prTarget) ensureOne(ctx context.Context, base string, g *prGroup, byHea
 		res.Action = PRCreated
 		pr, err = p.forge.Forge.Create(ctx, p.forge.Repo, spec)
 	}
-	if err != nil {
+	if err != nil && pr.Number == 0 {
 		return res, err
+	}
+	if err != nil {
+		// opened, and a later step (labels, assignees, reviewers, auto-merge)
+		// failed: the pull request stands; asking again would open another
+		p.w.log.Warn("pins pull request opened without all its settings", "repository", p.remote.shown, "branch", g.branch,
+			"number", pr.Number, "error", err.Error())
 	}
 	p.w.prs.opened(p.remote.url, g.branch, pr.Number)
 	res.Number, res.URL = pr.Number, pr.URL
