@@ -35,7 +35,11 @@ func prWriter(t *testing.T, g *giteatest.Gitea, p *giteatest.Proxy, repo string,
 }
 
 func prChange(g *giteatest.Gitea, repo, app, ref, base, group string) Change {
-	return Change{RepoURL: g.RepoURL(repo), Branch: "main", Push: PushPullRequest, PRGroup: group, Edit: Edit{
+	url := ""
+	if g != nil {
+		url = g.RepoURL(repo)
+	}
+	return Change{RepoURL: url, Branch: "main", Push: PushPullRequest, PRGroup: group, Edit: Edit{
 		App: app, Dir: "apps/" + app, Target: pinsTarget{},
 		Pins: []Pin{{Alias: "web", Image: "ghcr.io/org/web", Reference: ref, Tag: ref[strings.LastIndex(ref, ":")+1:], Policy: "semver ~1",
 			Skipped: []string{"1.9.0: no linux/arm64"}}},
