@@ -76,15 +76,21 @@ func (m *monorepo) renderAll(tb testing.TB, d *Daemon) {
 	if err := os.WriteFile(filepath.Join(dir, "deployment.yaml"), []byte(deploymentOf(m.image+":1.0.0")), 0o644); err != nil {
 		tb.Fatal(err)
 	}
+	renderEach(tb, d, m.n, dir, m.environ)
+}
+
+// renderEach renders n apps of dir through d, 8 at a time, with environ(i).
+func renderEach(tb testing.TB, d *Daemon, n int, dir string, environ func(int) []string) {
+	tb.Helper()
 	sem := make(chan struct{}, 8)
-	errs := make(chan error, m.n)
+	errs := make(chan error, n)
 	var wg sync.WaitGroup
-	for i := range m.n {
+	for i := range n {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			resp, err := api.Call(context.Background(), d.cfg.Socket, api.GenerateRequest{Dir: dir, Environ: m.environ(i)})
+			resp, err := api.Call(context.Background(), d.cfg.Socket, api.GenerateRequest{Dir: dir, Environ: environ(i)})
 			if err == nil && resp.ExitCode != 0 {
 				err = fmt.Errorf("exit %d: %s", resp.ExitCode, resp.Stderr)
 			}

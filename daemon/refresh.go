@@ -282,7 +282,11 @@ func (r *Refresher) commitPins(c appCheck, changes []change) {
 		r.pins.Submit(pin.Change{RepoURL: src.repoURL, Branch: src.branch, Edit: *bySource[src], Push: src.push, PRGroup: src.prGroup})
 	}
 	r.tracker.pinned(c.name, changes)
-	r.tracker.refreshed(c, changes, true)
+	// A direct pin commit is what the app renders next; a pull request is not,
+	// until it merges: the app keeps rendering the base branch's pins, which
+	// a newer pin's edit is then based on.
+	direct := slices.ContainsFunc(order, func(src *pinSource) bool { return src.push != pin.PushPullRequest })
+	r.tracker.refreshed(c, changes, direct)
 	r.m.Refreshes.WithLabelValues(outcomePinSubmitted).Inc()
 	var olds, news []string
 	for _, ch := range changes {

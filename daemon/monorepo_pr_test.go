@@ -1,0 +1,172 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin/forge/giteatest"
+	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
+)
+
+// prMonorepo is the monorepo of issue 23 on a real Gitea: n apps, each
+// pinned at 1.0.0 of one shared image, pin-mode use with pin-push
+// pull-request; the forge's API behind a recording proxy.
+type prMonorepo struct {
+	monorepo
+	gitea *giteatest.Gitea
+	proxy *giteatest.Proxy
+	repo  string // owner/name
+	group string // pin-pr-group
+	pins  string // the pins file every app starts with
+}
+
+func newPRMonorepo(tb testing.TB, n int, group string) *prMonorepo {
+	tb.Helper()
+	g := giteatest.Start(tb)
+	m := &prMonorepo{monorepo: monorepo{reg: rt.New(tb), n: n}, gitea: g, proxy: g.Proxy(tb), group: group}
+	pushTags(tb, m.reg, "shared", "linux/amd64", "1.0.0")
+	m.image = m.reg.Ref("shared")
+	target, _ := pin.ParseTarget(pin.TargetPins, nil)
+	content, err := target.Apply(nil, []pin.Pin{{Alias: "web", Image: m.image, Reference: m.image + ":1.0.0", Tag: "1.0.0"}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m.pins = string(content)
+	files := map[string]string{}
+	for i := range n {
+		files["apps/"+appName(i)+"/deployment.yaml"] = deploymentOf(m.image + ":1.0.0")
+		files["apps/"+appName(i)+"/"+pin.PinsFile] = m.pins
+	}
+	m.repo = g.CreateRepo(tb, "mono", files)
+	m.repoURL = g.RepoURL(m.repo)
+	return m
+}
+
+// config is a daemon configuration pushing to the Gitea and opening pull
+// requests on it through the proxy.
+func (m *prMonorepo) config(tb testing.TB) config.Config {
+	tb.Helper()
+	cfg := monoConfig(0)
+	tokenFile := filepath.Join(tb.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(m.gitea.Token+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Setenv("GITEA_PASSWORD", m.gitea.Password)
+	cfg.Git.Credentials = []config.GitCredential{{Prefix: m.gitea.URL + "/", Username: m.gitea.User, PasswordEnv: "GITEA_PASSWORD"}}
+	cfg.Git.Forges = []config.GitForge{{Prefix: m.gitea.URL + "/", Kind: "gitea", API: m.proxy.URL, TokenFile: tokenFile}}
+	return cfg
+}
+
+func (m *prMonorepo) environ(i int) []string {
+	env := m.monorepo.environ(i)
+	params := `[{"name":"image-list","string":"web=` + m.image + `:~1"},{"name":"pin-mode","string":"use"},{"name":"web.platforms","string":"linux/amd64"},` +
+		`{"name":"pin-push","string":"pull-request"},{"name":"pin-pr-group","string":"` + m.group + `"}]`
+	for j, kv := range env {
+		if strings.HasPrefix(kv, "ARGOCD_APP_PARAMETERS=") {
+			env[j] = "ARGOCD_APP_PARAMETERS=" + params
+		}
+	}
+	return env
+}
+
+// renderAll renders every app once from its pins (as Argo CD would), so
+// that d tracks them; nothing is submitted: every app has its pin.
+func (m *prMonorepo) renderAll(tb testing.TB, d *Daemon) {
+	tb.Helper()
+	dir := tb.TempDir()
+	for name, content := range map[string]string{"deployment.yaml": deploymentOf(m.image + ":1.0.0"), pin.PinsFile: m.pins} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	renderEach(tb, d, m.n, dir, m.environ)
+}
+
+// openWithTag counts the open pull requests whose body pins tag.
+func (m *prMonorepo) openWithTag(tb testing.TB, tag string) int {
+	tb.Helper()
+	n := 0
+	for _, pr := range m.gitea.PullRequests(tb, m.repo, "open") {
+		if strings.Contains(pr.Body, m.image+":"+tag) {
+			n++
+		}
+	}
+	return n
+}
+
+// newTagPass pushes tag, runs one refresh pass, waits until the pins are
+// written, and returns the seconds that took and the forge API calls made.
+func (m *prMonorepo) newTagPass(tb testing.TB, md *monoDaemon, tag string, dayN int) (float64, int) {
+	tb.Helper()
+	m.newTag(tb, tag, day(dayN), md)
+	m.proxy.Reset()
+	start := time.Now()
+	md.d.Refresher.Pass(context.Background())
+	waitWrittenTB(tb, md.written, md.d, 10*time.Minute)
+	return time.Since(start).Seconds(), len(m.proxy.Requests())
+}
+
+// TestMonorepoPullRequests: apps of one repository on a real Gitea, a new tag
+// of their shared image: with pin-pr-group app one pull request per app
+// (branch image-resolver/<app>), with repository one for all
+// (image-resolver/repository-main); a newer tag updates them in place. Exact
+// forge API calls: one per pull request opened or updated, no listing (the
+// writer knows its pull requests); main gets no commit.
+func TestMonorepoPullRequests(t *testing.T) {
+	const apps = 12
+	for _, tc := range []struct {
+		group          string
+		prs, callsEach int
+	}{{pin.GroupApp, apps, apps}, {pin.GroupRepository, 1, 1}} {
+		t.Run(tc.group, func(t *testing.T) {
+			m := newPRMonorepo(t, apps, tc.group)
+			mainTip := m.gitea.BranchSHA(t, m.repo, "main")
+			md := startMonoDaemon(t, m.config(t))
+			m.renderAll(t, md.d)
+			for round, tag := range []string{"1.1.0", "1.2.0"} {
+				_, calls := m.newTagPass(t, md, tag, round+1)
+				if calls != tc.callsEach {
+					t.Errorf("tag %s: %d forge API calls, want %d:\n%s", tag, calls, tc.callsEach, m.proxy.Summary())
+				}
+				if open := m.openWithTag(t, tag); open != tc.prs || len(m.gitea.PullRequests(t, m.repo, "open")) != tc.prs {
+					t.Errorf("tag %s: %d open pull requests pin it, want %d", tag, open, tc.prs)
+				}
+			}
+			if tip := m.gitea.BranchSHA(t, m.repo, "main"); tip != mainTip {
+				t.Errorf("main moved (%s -> %s): pins go by pull request", mainTip, tip)
+			}
+		})
+	}
+}
+
+// BenchmarkMonorepoPullRequests is the pull-request figure of issue 23: 500
+// apps of one repository on a real Gitea, a new tag of their shared image, one
+// refresh pass; it reports the seconds until every pull request is opened
+// (or updated) and the forge API calls per app (target: at most one beyond
+// the first).
+func BenchmarkMonorepoPullRequests(b *testing.B) {
+	for _, group := range []string{pin.GroupApp, pin.GroupRepository} {
+		b.Run(fmt.Sprintf("group=%s/apps=500", group), func(b *testing.B) {
+			m := newPRMonorepo(b, 500, group)
+			md := startMonoDaemon(b, m.config(b))
+			m.renderAll(b, md.d)
+			var secs, calls float64
+			b.ResetTimer()
+			for i := range b.N {
+				s, c := m.newTagPass(b, md, fmt.Sprintf("1.%d.0", i+1), i+1)
+				secs, calls = secs+s, calls+float64(c)
+			}
+			b.StopTimer()
+			b.ReportMetric(secs/float64(b.N), "s-to-open-all/op")
+			b.ReportMetric(calls/float64(b.N), "api-calls/op")
+			b.ReportMetric(calls/float64(b.N)/500, "api-calls-per-app/op")
+		})
+	}
+}
