@@ -265,13 +265,16 @@ func (g *Gitea) args(cmd ...string) []string {
 // env is Gitea's whole environment: no GIT_* or proxy variables of the test's,
 // HOME and TMPDIR inside Dir.
 func (g *Gitea) env() []string {
-	return []string{
+	env := []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + filepath.Join(g.Dir, "home"),
 		"TMPDIR=" + filepath.Join(g.Dir, "tmp"),
-		"USER=" + os.Getenv("USER"),
 		"LC_ALL=C",
 	}
+	if u := os.Getenv("USER"); u != "" { // Gitea's fallback when the uid has no passwd entry
+		env = append(env, "USER="+u)
+	}
+	return env
 }
 
 // appIni is the configuration: everything on 127.0.0.1 and inside Dir.
