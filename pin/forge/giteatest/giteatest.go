@@ -13,7 +13,8 @@
 // overrides). Without the binary a test is skipped on a developer's machine and
 // fails in CI (gittest.RequireOrSkip).
 //
-// Start gives a test its own Gitea (about two seconds to start). Shared gives
+// Start gives a test its own Gitea (3-7 s to start on a busy 2-core machine:
+// the SQLite migration, then the admin user). Shared gives
 // every test of a package one Gitea, started at the first use and stopped by
 // Main, which the package's TestMain must call; tests that share it make their
 // own repositories.
