@@ -60,7 +60,7 @@ func giteaSplitRepo(repo string) (owner, name string, err error) {
 
 func (g *gitea) Kind() string { return KindGitea }
 
-// session is one Forge call's client: the token read now, the SDK's server
+// giteaSession is one Forge call's client: the token read now, the SDK's server
 // version check off (it would cost a GET /version).
 type giteaSession struct {
 	g     *gitea

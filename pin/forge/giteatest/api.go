@@ -13,6 +13,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/memory"
 )
 
 // apiTimeout bounds one helper request to Gitea.
@@ -116,10 +121,43 @@ func (g *Gitea) CreateRepo(t testing.TB, name string, files map[string]string) s
 }
 
 // CreateBranch commits files (path -> content, created or replaced) on a new
-// branch made from from's tip, as a person pushing a branch would.
+// branch made from from's tip, as a person pushing a branch would. Without
+// files the branch is from's tip itself (POST .../branches, no commit: much
+// cheaper than a commit, which runs Gitea's hooks).
 func (g *Gitea) CreateBranch(t testing.TB, repo, branch, from string, files map[string]string) {
 	t.Helper()
+	if len(files) == 0 {
+		g.API(t, http.MethodPost, "/repos/"+repo+"/branches",
+			map[string]any{"new_branch_name": branch, "old_branch_name": from}, nil)
+		return
+	}
 	g.commitFiles(t, repo, from, branch, "change on "+branch, files, g.filesAt(t, repo, from))
+}
+
+// CreateBranches makes branches at from's tip in one git push (go-git over
+// HTTP): Gitea runs its hooks once for them all, where CreateBranch runs them
+// once a branch.
+func (g *Gitea) CreateBranches(t testing.TB, repo, from string, branches ...string) {
+	t.Helper()
+	auth := &githttp.BasicAuth{Username: g.User, Password: g.Password}
+	r, err := git.Init(memory.NewStorage(), nil)
+	if err == nil {
+		_, err = r.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{g.RepoURL(repo)}})
+	}
+	src := config.RefSpec("+refs/heads/" + from + ":refs/remotes/origin/" + from)
+	if err == nil {
+		err = r.FetchContext(t.Context(), &git.FetchOptions{RefSpecs: []config.RefSpec{src}, Auth: auth, Depth: 1})
+	}
+	if err != nil {
+		t.Fatalf("giteatest: fetch %s of %s: %v", from, repo, err)
+	}
+	specs := make([]config.RefSpec, 0, len(branches))
+	for _, b := range branches {
+		specs = append(specs, config.RefSpec("refs/remotes/origin/"+from+":refs/heads/"+b))
+	}
+	if err := r.PushContext(t.Context(), &git.PushOptions{RefSpecs: specs, Auth: auth}); err != nil {
+		t.Fatalf("giteatest: push %v to %s: %v", branches, repo, err)
+	}
 }
 
 // CommitFiles commits files (path -> content, created or replaced) on branch.

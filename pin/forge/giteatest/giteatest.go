@@ -13,7 +13,8 @@
 // overrides). Without the binary a test is skipped on a developer's machine and
 // fails in CI (gittest.RequireOrSkip).
 //
-// Start gives a test its own Gitea (about two seconds to start). Shared gives
+// Start gives a test its own Gitea (3-7 s to start on a busy 2-core machine:
+// the SQLite migration, then the admin user). Shared gives
 // every test of a package one Gitea, started at the first use and stopped by
 // Main, which the package's TestMain must call; tests that share it make their
 // own repositories.
@@ -265,13 +266,16 @@ func (g *Gitea) args(cmd ...string) []string {
 // env is Gitea's whole environment: no GIT_* or proxy variables of the test's,
 // HOME and TMPDIR inside Dir.
 func (g *Gitea) env() []string {
-	return []string{
+	env := []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + filepath.Join(g.Dir, "home"),
 		"TMPDIR=" + filepath.Join(g.Dir, "tmp"),
-		"USER=" + os.Getenv("USER"),
 		"LC_ALL=C",
 	}
+	if u := os.Getenv("USER"); u != "" { // Gitea's fallback when the uid has no passwd entry
+		env = append(env, "USER="+u)
+	}
+	return env
 }
 
 // appIni is the configuration: everything on 127.0.0.1 and inside Dir.

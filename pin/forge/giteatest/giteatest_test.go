@@ -72,6 +72,12 @@ func TestRepoPullRequestFlow(t *testing.T) {
 		t.Fatalf("main's tip = %q", sha)
 	}
 	g.CreateBranch(t, repo, "feature", "main", map[string]string{"apps/a.yaml": "a: 2\n"})
+	g.CreateBranches(t, repo, "feature", "copy-1", "copy-2")
+	for _, b := range []string{"copy-1", "copy-2"} {
+		if got, want := g.BranchSHA(t, repo, b), g.BranchSHA(t, repo, "feature"); got != want {
+			t.Fatalf("%s at %s, want feature's %s", b, got, want)
+		}
+	}
 	n := g.OpenPullRequest(t, repo, "feature", "main", "Feature")
 	open := g.PullRequests(t, repo, "open")
 	if len(open) != 1 || open[0].Number != n || open[0].Head != "feature" || open[0].HeadRepo != repo {

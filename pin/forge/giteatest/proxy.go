@@ -50,17 +50,28 @@ func (g *Gitea) Proxy(t testing.TB) *Proxy {
 		t.Fatalf("giteatest: %v", err)
 	}
 	p := &Proxy{}
-	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
-		r.SetURL(target)
-		r.Out.Host = target.Host
-	}}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
-		rp.ServeHTTP(sw, r)
+	// Recorded before the answer is passed on, so that a client that has its
+	// answer finds its request recorded.
+	record := func(r *http.Request, status int) {
 		p.mu.Lock()
-		p.requests = append(p.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: sw.status})
+		p.requests = append(p.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: status})
 		p.mu.Unlock()
-	}))
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Host = target.Host
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			record(resp.Request, resp.StatusCode)
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			record(r, http.StatusBadGateway)
+			http.Error(w, "giteatest proxy: "+err.Error(), http.StatusBadGateway)
+		},
+	}
+	srv := httptest.NewServer(rp)
 	t.Cleanup(srv.Close)
 	p.URL = srv.URL
 	return p
@@ -88,29 +99,4 @@ func (p *Proxy) Summary() string {
 		b.WriteByte('\n')
 	}
 	return b.String()
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
 }
