@@ -336,10 +336,42 @@ func (t *target) push(ctx context.Context, repo *git.Repository, rem *git.Remote
 		// advertisement; the server's ref update checks it again)
 		opts.RequireRemoteRefs = []gitconfig.RefSpec{gitconfig.RefSpec(base.tip.String() + ":" + local.String())}
 	}
+	var said serverSaid
+	opts.Progress = &said
 	if err := repo.PushContext(ctx, opts); err != nil {
+		if reason := said.errors(); reason != "" {
+			err = fmt.Errorf("%w; the server said: %s", err, reason)
+		}
 		return t.pushFailed(ctx, rem, out.branch, base.old(), out.commit, err)
 	}
 	return nil
+}
+
+// maxServerSaid bounds what is kept of a server's progress messages.
+const maxServerSaid = 4 << 10
+
+// serverSaid keeps the first bytes of what a git server sends on its
+// progress channel during a push, where a refusal's reason comes (Gitea:
+// "error: Not allowed to push to protected branch main").
+type serverSaid struct{ b []byte }
+
+func (s *serverSaid) Write(p []byte) (int, error) {
+	if room := maxServerSaid - len(s.b); room > 0 {
+		s.b = append(s.b, p[:min(len(p), room)]...)
+	}
+	return len(p), nil
+}
+
+// errors is the server's error lines ("error: ..."), joined.
+func (s *serverSaid) errors() string {
+	var out []string
+	for _, l := range strings.Split(string(s.b), "\n") {
+		l = strings.TrimPrefix(strings.TrimSpace(l), "remote: ")
+		if msg, ok := strings.CutPrefix(l, "error:"); ok && strings.TrimSpace(msg) != "" {
+			out = append(out, strings.TrimSpace(msg))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // fetch fetches branch's tip (depth 1) into repo and returns it; a branch the

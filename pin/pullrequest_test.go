@@ -216,7 +216,7 @@ func TestProtectedBranchSaysPullRequest(t *testing.T) {
 	direct := prChange(g, repo, "web", "ghcr.io/org/web:1.1.0", "", "")
 	direct.Push = PushDirect
 	_, err := w.Write(context.Background(), []Change{direct})
-	if !errors.Is(err, ErrPushRefused) || !strings.Contains(err.Error(), "pin-push: pull-request") || strings.Contains(err.Error(), g.Password) {
+	if !errors.Is(err, ErrPushRefused) || !strings.Contains(err.Error(), "pin-push: pull-request") || !strings.Contains(err.Error(), "Not allowed to push to protected branch main") || strings.Contains(err.Error(), g.Password) {
 		t.Fatalf("direct push to a protected branch: %v", err)
 	}
 	if got := actions(write(t, w, prChange(g, repo, "web", "ghcr.io/org/web:1.1.0", "", ""))); got != "image-resolver/web=created" {
