@@ -142,6 +142,16 @@ func TestMonorepoPullRequests(t *testing.T) {
 			if tip := m.gitea.BranchSHA(t, m.repo, "main"); tip != mainTip {
 				t.Errorf("main moved (%s -> %s): pins go by pull request", mainTip, tip)
 			}
+			if n := len(md.notifier.waitNormal(t, 0)); n != 0 {
+				t.Errorf("%d normal refreshes before any merge", n)
+			}
+			// A merge lands on main: the next pass sees main move and asks Argo
+			// CD to look again at every app rendering main (no webhook needed).
+			m.gitea.MergePullRequest(t, m.repo, m.gitea.PullRequests(t, m.repo, "open")[0].Number)
+			md.d.Refresher.Pass(context.Background())
+			if got := md.notifier.waitNormal(t, apps); len(got) != apps {
+				t.Errorf("after the merge: %d normal refreshes, want %d (every app rendering main)", len(got), apps)
+			}
 		})
 	}
 }

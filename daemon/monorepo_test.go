@@ -141,18 +141,20 @@ func waitWrittenTB(tb testing.TB, f pinFlushes, d *Daemon, limit time.Duration) 
 // monoDaemon is a daemon of the monorepo tests: passes by hand, its own clock and
 // its pin writer watched.
 type monoDaemon struct {
-	d       *Daemon
-	clock   *fakeClock
-	written pinFlushes
+	d        *Daemon
+	clock    *fakeClock
+	written  pinFlushes
+	notifier *fakeNotifier
 }
 
 func startMonoDaemon(tb testing.TB, cfg config.Config, opts ...Option) *monoDaemon {
 	tb.Helper()
 	clock := newFakeClock()
 	written, watch := watchPinWrites()
-	opts = append([]Option{WithNotifier(&fakeNotifier{}), WithRefreshEvery(time.Hour), withClock(clock), watch}, opts...)
+	notifier := &fakeNotifier{}
+	opts = append([]Option{WithNotifier(notifier), WithRefreshEvery(time.Hour), withClock(clock), watch}, opts...)
 	d, _ := startDaemon(tb, cfg, opts...)
-	return &monoDaemon{d: d, clock: clock, written: written}
+	return &monoDaemon{d: d, clock: clock, written: written, notifier: notifier}
 }
 
 // newTag pushes tag (built on day) and lets md's tag lists expire.
