@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -178,5 +179,43 @@ func BenchmarkMonorepoPullRequests(b *testing.B) {
 			b.ReportMetric(calls/float64(b.N), "api-calls/op")
 			b.ReportMetric(calls/float64(b.N)/500, "api-calls-per-app/op")
 		})
+	}
+}
+
+// TestTwoDaemonsRacePullRequests: two daemons (caches and writers of their
+// own) track the same apps on one Gitea repository with pin-push
+// pull-request; each round a new tag appears and both pass at once. Every
+// round ends with exactly one open pull request per app, carrying the new
+// tag (none lost, none doubled), and main never moves.
+func TestTwoDaemonsRacePullRequests(t *testing.T) {
+	const apps, rounds = 6, 5
+	m := newPRMonorepo(t, apps, pin.GroupApp)
+	mainTip := m.gitea.BranchSHA(t, m.repo, "main")
+	fast := withPinWriterOptions(pin.WithRetry(-1, 50*time.Millisecond))
+	var ds []*monoDaemon
+	for range 2 {
+		md := startMonoDaemon(t, m.config(t), fast)
+		md.d.Refresher.interval = 0
+		m.renderAll(t, md.d)
+		ds = append(ds, md)
+	}
+	for r := 1; r <= rounds; r++ {
+		tag := fmt.Sprintf("1.%d.0", r)
+		m.newTag(t, tag, day(r), ds...)
+		var wg sync.WaitGroup
+		for _, md := range ds {
+			wg.Go(func() { md.d.Refresher.Pass(context.Background()) })
+		}
+		wg.Wait()
+		for _, md := range ds {
+			waitWrittenTB(t, md.written, md.d, 2*time.Minute)
+		}
+		open := m.gitea.PullRequests(t, m.repo, "open")
+		if got := m.openWithTag(t, tag); got != apps || len(open) != apps {
+			t.Fatalf("round %d: %d open pull requests, %d of them pin %s; want %d and %d", r, len(open), got, tag, apps, apps)
+		}
+	}
+	if tip := m.gitea.BranchSHA(t, m.repo, "main"); tip != mainTip {
+		t.Errorf("main moved (%s -> %s)", mainTip, tip)
 	}
 }

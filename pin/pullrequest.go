@@ -2,6 +2,7 @@ package pin
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sort"
@@ -204,6 +205,7 @@ func (p *prTarget) build(ctx context.Context, repo *git.Repository, base string,
 	for _, g := range groups {
 		sub := *p.target
 		sub.edits = g.edits
+		sub.message = p.signedOff
 		gout := &attempt{branch: base}
 		changed, aerr := sub.applyEdits(repo.Storer, tree, gout)
 		if aerr != nil {
@@ -229,6 +231,18 @@ func (p *prTarget) build(ctx context.Context, repo *git.Repository, base string,
 		g.commit, g.pushed = gout.commit, true
 	}
 	return kept, nil
+}
+
+// signedOff is the commit message of a pull request branch: the writer's, with
+// a trailer naming this writer, so that two replicas building the same pins at
+// the same second make different commits and only one creates the branch
+// (the other's push is refused, and it adopts the winner's pull request).
+func (p *prTarget) signedOff(branch string, applied []appliedPin) (string, error) {
+	msg, err := p.message(branch, applied)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(msg, "\n") + "\n\nImage-Resolver-Writer: " + p.w.id + "\n", nil
 }
 
 // holdsFiles reports whether commit tip carries exactly the changed files'
@@ -272,9 +286,10 @@ func (p *prTarget) fetchBranches(ctx context.Context, repo *git.Repository, grou
 	return nil
 }
 
-// pushBranches pushes the rebuilt branches in one push: each forced, with a
-// lease on the tip seen (a branch another replica moved since is not
-// overwritten: the attempt is rejected and made again).
+// pushBranches pushes the rebuilt branches in one push: a new one created
+// (never forced), an existing one forced with a lease on the tip seen (a
+// branch another replica moved or created since is not overwritten: the
+// attempt is rejected and made again).
 func (p *prTarget) pushBranches(ctx context.Context, repo *git.Repository, rem *git.Remote, groups []*prGroup) *attemptError {
 	opts := &git.PushOptions{RemoteName: "origin", Auth: p.remote.auth}
 	for _, g := range groups {
@@ -282,10 +297,14 @@ func (p *prTarget) pushBranches(ctx context.Context, repo *git.Repository, rem *
 			continue
 		}
 		ref := plumbing.NewBranchReferenceName(g.branch).String()
-		opts.RefSpecs = append(opts.RefSpecs, gitconfig.RefSpec("+"+ref+":"+ref))
-		if !g.tip.IsZero() {
-			opts.RequireRemoteRefs = append(opts.RequireRemoteRefs, gitconfig.RefSpec(g.tip.String()+":"+ref))
+		if g.tip.IsZero() {
+			// created, never forced: of two replicas creating it at once, one
+			// wins; the other finds it and adopts its pull request
+			opts.RefSpecs = append(opts.RefSpecs, gitconfig.RefSpec(ref+":"+ref))
+			continue
 		}
+		opts.RefSpecs = append(opts.RefSpecs, gitconfig.RefSpec("+"+ref+":"+ref))
+		opts.RequireRemoteRefs = append(opts.RequireRemoteRefs, gitconfig.RefSpec(g.tip.String()+":"+ref))
 	}
 	if len(opts.RefSpecs) == 0 {
 		return nil
@@ -362,7 +381,7 @@ func (p *prTarget) ensure(ctx context.Context, base string, groups []*prGroup) (
 // number known to this writer: only the forge can say whether one is open.
 func (p *prTarget) needListing(groups []*prGroup) bool {
 	for _, g := range groups {
-		if !g.tip.IsZero() && p.w.prs.number(p.remote.url, g.branch) == 0 {
+		if n, _ := p.w.prs.number(p.remote.url, g.branch); !g.tip.IsZero() && n == 0 {
 			return true
 		}
 	}
@@ -381,7 +400,7 @@ func (p *prTarget) ensureOne(ctx context.Context, base string, g *prGroup, byHea
 	}
 	pending := p.w.prs.pending(p.remote.url, g.branch, g.commit, g.pushed)
 	listed, isOpen := byHead[g.branch]
-	known := p.w.prs.number(p.remote.url, g.branch)
+	known, said := p.w.prs.number(p.remote.url, g.branch)
 	var pr forge.PullRequest
 	switch {
 	case isOpen && listed.Title == spec.Title && strings.TrimSpace(listed.Body) == strings.TrimSpace(spec.Body):
@@ -389,20 +408,22 @@ func (p *prTarget) ensureOne(ctx context.Context, base string, g *prGroup, byHea
 	case isOpen:
 		res.Action = PRUpdated
 		pr, err = p.forge.Forge.Update(ctx, p.forge.Repo, listed.Number, spec)
-	case known != 0 && !g.tip.IsZero() && g.pushed:
+	case known != 0 && !g.tip.IsZero() && !pending && said == specSum(spec):
+		res.Action, pr.Number = PRUnchanged, known
+	case known != 0 && !g.tip.IsZero() && (g.pushed || !pending):
+		// a newer pin (pushed here, or by another replica whose update this
+		// writer has not seen): the same pull request, updated
 		res.Action = PRUpdated
 		if pr, err = p.forge.Forge.Update(ctx, p.forge.Repo, known, spec); err == nil && pr.State != forge.StateOpen {
 			res.Action = PRCreated // closed since: a newer pin opens a new one
 			pr, err = p.forge.Forge.Create(ctx, p.forge.Repo, spec)
 		}
-	case known != 0 && !g.tip.IsZero() && !pending:
-		res.Action, pr.Number = PRUnchanged, known
 	case !g.pushed && !pending:
 		res.Action = PRNotReopened
 		return res, nil
 	default:
 		res.Action = PRCreated
-		pr, err = p.forge.Forge.Create(ctx, p.forge.Repo, spec)
+		pr, err = p.createOrAdopt(ctx, spec, &res)
 	}
 	if err != nil && pr.Number == 0 {
 		return res, err
@@ -413,9 +434,35 @@ func (p *prTarget) ensureOne(ctx context.Context, base string, g *prGroup, byHea
 		p.w.log.Warn("pins pull request opened without all its settings", "repository", p.remote.shown, "branch", g.branch,
 			"number", pr.Number, "error", err.Error())
 	}
-	p.w.prs.opened(p.remote.url, g.branch, pr.Number)
+	p.w.prs.opened(p.remote.url, g.branch, pr.Number, specSum(spec))
 	res.Number, res.URL = pr.Number, pr.URL
 	return res, nil
+}
+
+// createOrAdopt opens spec's pull request; when the forge says one is open
+// already from that branch (another replica opened it a moment ago), that one
+// is adopted and updated if it differs.
+func (p *prTarget) createOrAdopt(ctx context.Context, spec forge.Spec, res *PullRequestResult) (forge.PullRequest, error) {
+	pr, err := p.forge.Forge.Create(ctx, p.forge.Repo, spec)
+	if err == nil || !errors.Is(err, forge.ErrInvalid) {
+		return pr, err
+	}
+	open, lerr := p.forge.Forge.OpenPullRequests(ctx, p.forge.Repo, spec.Head)
+	if lerr != nil {
+		return pr, err
+	}
+	for _, o := range open {
+		if o.Head != spec.Head || o.Base != spec.Base {
+			continue
+		}
+		if o.Title == spec.Title && strings.TrimSpace(o.Body) == strings.TrimSpace(spec.Body) {
+			res.Action = PRUnchanged
+			return o, nil
+		}
+		res.Action = PRUpdated
+		return p.forge.Forge.Update(ctx, p.forge.Repo, o.Number, spec)
+	}
+	return pr, err
 }
 
 // forgeFailed is a failed attempt for a forge's refusal: retried when the
@@ -437,18 +484,30 @@ var ErrForge = errors.New("forge request failed")
 const maxKnownPRs = 100000
 
 // knownPRs is what a writer knows of its pull requests, by repository and
-// branch: the number of the one it opened or listed, and the commits it
-// pushed whose pull request is not open yet.
+// branch: the number of the one it opened or listed and a sum of the title
+// and body it last gave it, and the commits it pushed whose pull request is
+// not open yet.
 type knownPRs struct {
-	mu      sync.Mutex
-	numbers map[string]int
-	toOpen  map[string]plumbing.Hash
+	mu     sync.Mutex
+	prs    map[string]knownPR
+	toOpen map[string]plumbing.Hash
 }
 
-func (k *knownPRs) number(repo, branch string) int {
+type knownPR struct {
+	number int
+	spec   [sha256.Size]byte
+}
+
+// specSum identifies a pull request's title and body.
+func specSum(s forge.Spec) [sha256.Size]byte {
+	return sha256.Sum256([]byte(s.Title + "\x00" + strings.TrimSpace(s.Body)))
+}
+
+func (k *knownPRs) number(repo, branch string) (int, [sha256.Size]byte) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.numbers[repo+"\x00"+branch]
+	pr := k.prs[repo+"\x00"+branch]
+	return pr.number, pr.spec
 }
 
 // pending reports whether the pull request of branch at commit is still to be
@@ -468,16 +527,16 @@ func (k *knownPRs) pending(repo, branch string, commit plumbing.Hash, pushed boo
 	return k.toOpen[key] == commit
 }
 
-// opened records branch's open pull request.
-func (k *knownPRs) opened(repo, branch string, number int) {
+// opened records branch's open pull request and the title and body it has.
+func (k *knownPRs) opened(repo, branch string, number int, spec [sha256.Size]byte) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	key := repo + "\x00" + branch
 	delete(k.toOpen, key)
-	if k.numbers == nil || len(k.numbers) >= maxKnownPRs {
-		k.numbers = map[string]int{}
+	if k.prs == nil || len(k.prs) >= maxKnownPRs {
+		k.prs = map[string]knownPR{}
 	}
-	k.numbers[key] = number
+	k.prs[key] = knownPR{number: number, spec: spec}
 }
 
 // succeededPR counts and logs a pull-request write's attempt that succeeded.

@@ -111,6 +111,7 @@ type Writer struct {
 	forgeFor func(repoURL string) (ForgeRepo, error)
 
 	prs knownPRs
+	id  string // this writer, in pull request branch commits (random)
 
 	locksMu sync.Mutex
 	locks   map[queueKey]chan struct{}
@@ -139,6 +140,7 @@ func NewWriter(opts ...WriterOption) *Writer {
 		queues:         map[queueKey]*batch{},
 		inflight:       map[queueKey]*batch{},
 		wake:           make(chan struct{}, 1),
+		id:             fmt.Sprintf("%016x", rand.Uint64()),
 	}
 	for _, o := range opts {
 		o(w)
