@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -45,9 +46,38 @@ func newPRMonorepo(tb testing.TB, n int, group string) *prMonorepo {
 		files["apps/"+appName(i)+"/deployment.yaml"] = deploymentOf(m.image + ":1.0.0")
 		files["apps/"+appName(i)+"/"+pin.PinsFile] = m.pins
 	}
-	m.repo = g.CreateRepo(tb, "mono", files)
+	m.repo = g.CreateRepo(tb, "mono", nil)
 	m.repoURL = g.RepoURL(m.repo)
+	pushFiles(tb, g.GitURL(m.repo), files)
 	return m
+}
+
+// pushFiles commits files on main of the repository at url (with its
+// credentials) with the git CLI: one push, however many files (Gitea's
+// contents API takes one request per commit, and minutes for 1000 files).
+func pushFiles(tb testing.TB, url string, files map[string]string) {
+	tb.Helper()
+	dir := tb.TempDir()
+	run := func(args ...string) {
+		tb.Helper()
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=test", "-c", "user.email=test@127.0.0.1"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			tb.Fatalf("git %v: %v\n%s", args[0], err, out)
+		}
+	}
+	run("clone", "-q", url, ".")
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	run("add", "-A")
+	run("commit", "-q", "-m", "apps")
+	run("push", "-q", "origin", "HEAD:main")
 }
 
 // config is a daemon configuration pushing to the Gitea and opening pull
