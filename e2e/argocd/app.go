@@ -357,6 +357,7 @@ func (l *Lab) AppDetails(appName, path string) (typ string, params []ParameterAn
 // flag in the v2.14 CLI).
 type AppSpec struct {
 	Name, Path, Namespace string
+	RepoURL               string      // "": the lab's git server (GitURL)
 	Params                [][2]string // name, string value
 }
 
@@ -379,6 +380,9 @@ func (l *Lab) WriteAppFile(a AppSpec) (string, error) {
 			"source":      map[string]any{"repoURL": l.GitURL, "targetRevision": "main", "path": a.Path, "plugin": plugin},
 			"syncPolicy":  map[string]any{"syncOptions": []string{"CreateNamespace=true"}},
 		},
+	}
+	if a.RepoURL != "" {
+		app["spec"].(map[string]any)["source"].(map[string]any)["repoURL"] = a.RepoURL
 	}
 	b, err := yaml.Marshal(app)
 	if err != nil {

@@ -59,6 +59,7 @@ var scenarios = []struct {
 	{"daemon-unreachable", testDaemonUnreachable},
 	{"new-tag-refresh", testNewTagRefresh},
 	{"pins-in-git", testPinsInGit},
+	{"pins-by-pull-request", testPinsByPullRequest},
 	{"signed-tags", testSignedTags},
 	{"render-latency", testRenderLatency},
 }

@@ -1,5 +1,6 @@
 // Package argocde2e runs a whole Argo CD on loopback, as processes, for tests: etcd,
-// kube-apiserver, redis, a git server (git http-backend), the project's test registry
+// kube-apiserver, redis, a git server (git http-backend), a Gitea (the forge of
+// pull requests of pins), the project's test registry
 // (behind a TCP proxy the tests can switch off), the image-resolver sidecar exactly as
 // deployed (argocd-image-resolver sidecar -- argocd-cmp-server, plugin.yaml from the
 // checkout), argocd-repo-server, argocd-application-controller and argocd-server.
@@ -85,6 +86,14 @@ func CheckTools(p Paths, v string) error {
 	if _, err := os.Stat(filepath.Join(argo, "crds")); err != nil {
 		errs = append(errs, fmt.Errorf("%s/crds missing: run e2e/build/build.sh", argo))
 	}
+	// The forge of the pull-request scenario.
+	bin, static := giteaPaths(p)
+	if _, err := os.Stat(bin); err != nil {
+		errs = append(errs, fmt.Errorf("%s missing: run `%s` (build.sh all does)", bin, GiteaBuild))
+	}
+	if _, err := os.Stat(filepath.Join(static, "options")); err != nil {
+		errs = append(errs, fmt.Errorf("%s/options missing (Gitea's templates and options): run `%s`", static, GiteaBuild))
+	}
 	for _, t := range []string{"etcd", "redis-server", "git"} {
 		if _, err := exec.LookPath(t); err != nil {
 			errs = append(errs, fmt.Errorf("%s not on PATH: apt-get install etcd-server redis-server git (.ci/run does)", t))
@@ -111,6 +120,9 @@ type Lab struct {
 	ServerAddr   string
 	RepoMetrics  string // http://127.0.0.1:PORT/metrics of repo-server
 	SidecarAddr  string // 127.0.0.1:PORT of the resolver's /metrics and /readyz
+	// Gitea is the forge of pull requests of pins (nil in StartKubeLab's lab):
+	// the sidecar's git.credentials and git.forges name it.
+	Gitea *Gitea
 
 	sidecar *Proc
 	// SidecarTTLs are the sidecar's cache flags; 1s by default, so that a hard refresh
@@ -195,11 +207,12 @@ func launch(p Paths, v string, argo bool) (lab *Lab, err error) {
 		{"sidecar rbac", lab.grantSidecar},
 	}
 	if argo {
-		steps = append(steps, step{"redis", lab.startRedis}, step{"git", lab.startGit})
+		// Gitea migrates its database while the rest starts.
+		steps = append(steps, step{"gitea start", lab.startGitea}, step{"redis", lab.startRedis}, step{"git", lab.startGit})
 	}
 	steps = append(steps, step{"registry", lab.startRegistry}, step{"sidecar", lab.StartSidecar})
 	if argo {
-		steps = append(steps, step{"argocd", lab.startArgo})
+		steps = append(steps, step{"argocd", lab.startArgo}, step{"gitea", lab.readyGitea})
 	}
 	for _, step := range steps {
 		ts := time.Now()

@@ -18,7 +18,9 @@ import (
 // after a push sees the new tag. IMAGE_RESOLVER_DEFAULT_PLATFORMS=linux/amd64 stands
 // for the pod's own architecture. The lab's git server is an allowed host of
 // Kustomize remote bases. The public half of the lab's signing key is trust key
-// TrustKeyName (also after RestartSidecar, which starts it the same way).
+// TrustKeyName (also after RestartSidecar, which starts it the same way). In a
+// lab with Gitea, its configuration file names Gitea as the forge of pull
+// requests of pins, with the admin's token as forge token and git password.
 func (l *Lab) StartSidecar() error {
 	plugin, err := os.ReadFile(filepath.Join(l.Paths.Root, "plugin.yaml"))
 	if err != nil {
@@ -42,6 +44,10 @@ func (l *Lab) StartSidecar() error {
 		// the public key of the lab's "CI" (SignTag), for apps with verify-key ci
 		"IMAGE_RESOLVER_TRUST_KEYS="+TrustKeyName+"="+l.TrustKeyFile,
 	)
+	if l.Gitea != nil {
+		// git.credentials and git.forges for the lab's Gitea
+		env = append(env, "IMAGE_RESOLVER_CONFIG="+l.sidecarConfig())
+	}
 	if u, err := url.Parse(l.GitURL); err == nil && u.Host != "" {
 		// the lab's git server, for apps whose Kustomize bases are remote
 		env = append(env, "IMAGE_RESOLVER_KUSTOMIZE_REMOTE_HOSTS=http://"+u.Host)

@@ -134,11 +134,14 @@ func (r Result) String() string {
 
 // Run runs a command of the lab (argocd, kubectl, git ...) with the lab's env and
 // stdin, bounded by 3 minutes; every call is written to logs/cli.log.
-func (l *Lab) Run(stdin string, argv ...string) Result {
+func (l *Lab) Run(stdin string, argv ...string) Result { return l.run(nil, stdin, argv...) }
+
+// run is Run with more environment (not logged: it may hold credentials).
+func (l *Lab) run(extraEnv []string, stdin string, argv ...string) Result {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = l.baseEnv()
+	cmd.Env = l.baseEnv(extraEnv...)
 	if lp, err := lookPathIn(argv[0], cmd.Env); err == nil {
 		cmd.Path = lp
 		cmd.Err = nil
