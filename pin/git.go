@@ -1,7 +1,6 @@
 package pin
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -59,6 +58,9 @@ type target struct {
 	edits  []Edit
 	author object.Signature
 	signer Signer // nil: the commit is not signed
+	// holdHistory is how many commits of the branch are read for a person's
+	// revert of a pin (holds.go); 0: none.
+	holdHistory int
 	// message builds the commit message from what was applied.
 	message func(branch string, applied []appliedPin) (string, error)
 }
@@ -85,6 +87,8 @@ type attempt struct {
 	applied   []appliedPin
 	conflicts []conflictPin
 	prs       []PullRequestResult // a pull-request write's pull requests
+	held      []heldPin           // pins not applied: their reference is held
+	lifted    []heldPin           // holds removed: their alias got another pin
 }
 
 // tips lists the repository's branches: name -> tip, and the default branch.
@@ -106,7 +110,8 @@ func (t *target) tips(ctx context.Context, rem *git.Remote) (map[string]plumbing
 	return tips, def, nil
 }
 
-// run makes one attempt: fetch the branch's tip (depth 1, in memory), apply the
+// run makes one attempt: fetch the branch's tip (in memory; depth 1, or the
+// history holds read), apply the
 // edits to it, commit, and push the commit to that branch only, as a
 // fast-forward of the tip fetched (never forced).
 func (t *target) run(ctx context.Context, now time.Time) (_ *attempt, aerr *attemptError) {
@@ -139,7 +144,7 @@ func (t *target) run(ctx context.Context, now time.Time) (_ *attempt, aerr *atte
 		return nil, aerr
 	}
 	out := &attempt{branch: branch}
-	changed, aerr := t.applyEdits(repo.Storer, tree, out)
+	changed, aerr := t.applyEdits(repo.Storer, base.tip, tree, out)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -237,39 +242,37 @@ func (t *target) baseTree(repo *git.Repository, base baseCommit) (*object.Tree, 
 	return tree, nil
 }
 
-// applyEdits applies the edits to the files of tree, noting in out the pins
-// set and the pins left alone, and returns the files whose content changed:
-// path -> content.
-func (t *target) applyEdits(s storer.EncodedObjectStorer, tree *object.Tree, out *attempt) (map[string][]byte, *attemptError) {
-	files := map[string][]byte{} // path -> content after the edits
-	orig := map[string][]byte{}
-	var order []string
+// applyEdits applies the edits to the files of tree, the tree of the commit
+// tip, noting in out the pins set, the pins left alone, and the pins held
+// (holds.go: with t.holdHistory, tip's history is read for a person's revert),
+// and returns the files whose content changed: path -> content.
+func (t *target) applyEdits(s storer.EncodedObjectStorer, tip plumbing.Hash, tree *object.Tree, out *attempt) (map[string][]byte, *attemptError) {
+	local := func(err error) *attemptError {
+		return &attemptError{kind: kindPermanent, local: true, err: fmt.Errorf("git repository %s, branch %q: %w", t.remote.shown, out.branch, err)}
+	}
+	fs := newFileSet(s, tree)
+	hist := newHistory(s, tip, t.holdHistory, t.author.Email)
 	for _, e := range t.edits {
 		p := e.File()
-		content, seen := files[p]
-		if !seen {
-			var err error
-			content, err = readFile(s, tree, p)
-			if err != nil {
-				return nil, &attemptError{kind: kindPermanent, local: true, err: fmt.Errorf("git repository %s, branch %q: app %s: %w", t.remote.shown, out.branch, e.App, err)}
-			}
-			orig[p] = content
-			order = append(order, p)
-		}
-		edited, applied, conflicts, err := ApplyEdit(content, e)
+		content, err := fs.get(p)
 		if err != nil {
-			return nil, &attemptError{kind: kindPermanent, local: true, err: fmt.Errorf("git repository %s, branch %q: %w", t.remote.shown, out.branch, err)}
+			return nil, local(fmt.Errorf("app %s: %w", e.App, err))
+		}
+		plan, err := planHolds(fs, hist, e, content)
+		if err != nil {
+			return nil, local(err)
+		}
+		edited, applied, conflicts, err := ApplyEdit(content, plan.edit)
+		if err != nil {
+			return nil, local(err)
 		}
 		out.note(e, p, content, applied, conflicts)
-		files[p] = edited
-	}
-	changed := map[string][]byte{}
-	for _, p := range order {
-		if files[p] != nil && (orig[p] == nil || !bytes.Equal(files[p], orig[p])) {
-			changed[p] = files[p]
+		fs.set(p, edited)
+		if err := plan.write(fs, applied, out); err != nil {
+			return nil, local(err)
 		}
 	}
-	return changed, nil
+	return fs.changed(), nil
 }
 
 // note records what applying e to content, the file p, did: the pins applied,
@@ -294,7 +297,7 @@ func (t *target) commit(s storage.Storer, tree *object.Tree, changed map[string]
 	if err != nil {
 		return &attemptError{kind: kindPermanent, local: true, err: fmt.Errorf("git repository %s, branch %q: %w", t.remote.shown, out.branch, err)}
 	}
-	msg, err := t.message(out.branch, out.applied)
+	msg, err := t.commitMessage(out)
 	if err != nil {
 		return &attemptError{kind: kindPermanent, local: true, err: err}
 	}
@@ -374,14 +377,15 @@ func (s *serverSaid) errors() string {
 	return strings.Join(out, "; ")
 }
 
-// fetch fetches branch's tip (depth 1) into repo and returns it; a branch the
-// remote does not have is ErrBranchNotFound.
+// fetch fetches branch's tip into repo and returns it, with as much history as
+// reading holds needs (depth): a branch the remote does not have is
+// ErrBranchNotFound.
 func (t *target) fetch(ctx context.Context, repo *git.Repository, branch string) (plumbing.Hash, *attemptError) {
 	tracking := plumbing.NewRemoteReferenceName("origin", branch)
 	err := repo.FetchContext(ctx, &git.FetchOptions{
 		RemoteName: "origin",
 		RefSpecs:   []gitconfig.RefSpec{gitconfig.RefSpec("+" + plumbing.NewBranchReferenceName(branch).String() + ":" + tracking.String())},
-		Depth:      1,
+		Depth:      t.depth(),
 		Auth:       t.remote.auth,
 		Tags:       git.NoTags,
 	})

@@ -26,6 +26,7 @@ type writerMetrics struct {
 	pushes    *prometheus.CounterVec
 	retries   prometheus.Counter
 	conflicts prometheus.Counter
+	holds     prometheus.Counter
 	pending   prometheus.Gauge
 	// pullRequests counts pull requests by action (PRCreated, ...).
 	pullRequests *prometheus.CounterVec
@@ -46,6 +47,8 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 			Help: "Attempts to commit pins after the first, for a rejected or failed push."}),
 		conflicts: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "pin_conflicts_total",
 			Help: "Pins not written because the file held another reference than the one they replace (a person's edit): theirs was kept."}),
+		holds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "pin_holds_total",
+			Help: "Pins not written because their reference is held: a person replaced it in git (a held: entry of the pins file, written when the branch's history shows the revert)."}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "pins_pending",
 			Help: "Pins submitted and not yet committed (waiting for their batch window, being pushed, or waiting to retry)."}),
 		pullRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "pin_pull_requests_total",
@@ -59,6 +62,7 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 	m.pushes = promreg.Register(reg, m.pushes)
 	m.retries = promreg.Register(reg, m.retries)
 	m.conflicts = promreg.Register(reg, m.conflicts)
+	m.holds = promreg.Register(reg, m.holds)
 	m.pending = promreg.Register(reg, m.pending)
 	m.pullRequests = promreg.Register(reg, m.pullRequests)
 	for _, a := range []string{PRCreated, PRUpdated, PRUnchanged, PRNotReopened} {

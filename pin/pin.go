@@ -87,6 +87,12 @@ type Edit struct {
 	Target Target
 	Pins   []Pin
 	Base   map[string]string
+	// DetectHolds asks the writer to read the branch's history for a person's
+	// revert (pin-mode use): a pin whose reference the writer's own last change
+	// to the alias set, and that a person has replaced since, is not written
+	// again; a held: entry is written into the pins file instead (Hold). A
+	// held: entry already in the pins file is honoured either way.
+	DetectHolds bool
 }
 
 // File is the repository path of the file the edit changes.

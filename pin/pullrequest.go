@@ -207,11 +207,12 @@ func (p *prTarget) build(ctx context.Context, repo *git.Repository, base string,
 		sub.edits = g.edits
 		sub.message = p.signedOff
 		gout := &attempt{branch: base}
-		changed, aerr := sub.applyEdits(repo.Storer, tree, gout)
+		changed, aerr := sub.applyEdits(repo.Storer, baseTip, tree, gout)
 		if aerr != nil {
 			return nil, aerr
 		}
 		out.conflicts = append(out.conflicts, gout.conflicts...)
+		out.held, out.lifted = append(out.held, gout.held...), append(out.lifted, gout.lifted...)
 		if len(changed) == 0 {
 			continue // base holds these pins already (a merged pull request), or a person's edit won
 		}

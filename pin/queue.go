@@ -29,7 +29,7 @@ func (b *batch) add(e Edit) int {
 		b.index[k] = i
 	}
 	q := b.edits[i]
-	q.Dir, q.Target = e.Dir, e.Target
+	q.Dir, q.Target, q.DetectHolds = e.Dir, e.Target, e.DetectHolds
 	added := 0
 	for _, p := range e.Pins {
 		found := false

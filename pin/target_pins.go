@@ -53,70 +53,118 @@ func (e pinsEntry) str(key string) string {
 	return ""
 }
 
+// pinsDoc is a pins file as parsed: its pins and its holds (target_holds.go).
+type pinsDoc struct {
+	f    *yamlFile
+	pins map[string]*pinsEntry
+	held map[string]*pinsEntry
+}
+
 // parsePins parses a pins file strictly: every key must be known, every value
-// of the right shape.
+// of the right shape (its held: entries too).
 func parsePins(content []byte) (*yamlFile, map[string]*pinsEntry, error) {
-	f, err := parseYAMLFile(PinsFile, content)
+	d, err := parsePinsDoc(content)
 	if err != nil {
 		return nil, nil, err
 	}
-	entries := map[string]*pinsEntry{}
+	return d.f, d.pins, nil
+}
+
+// parsePinsDoc parses a pins file strictly: the top-level keys pins and held,
+// each a mapping of alias to entry.
+func parsePinsDoc(content []byte) (*pinsDoc, error) {
+	f, err := parseYAMLFile(PinsFile, content)
+	if err != nil {
+		return nil, err
+	}
+	d := &pinsDoc{f: f, pins: map[string]*pinsEntry{}, held: map[string]*pinsEntry{}}
 	root := f.root()
 	if root == nil {
-		return f, entries, nil
+		return d, nil
 	}
-	if err := f.strictKeys(root, "", []string{"pins"}); err != nil {
-		return nil, nil, err
+	if err := f.strictKeys(root, "", []string{"pins", "held"}); err != nil {
+		return nil, err
 	}
-	_, pins, err := f.field(root, "", "pins")
-	if err != nil || yamlnode.IsNull(pins) {
-		return f, entries, err
+	if d.pins, err = f.parseEntries(root, "pins", "a mapping of image alias to pin", pinsFields, checkPinsValue); err != nil {
+		return nil, err
 	}
-	if pins.Kind != kyaml.MappingNode {
-		return nil, nil, fmt.Errorf("%s: is %s (accepted: a mapping of image alias to pin)", f.where("pins", pins), yamlnode.Describe(pins))
+	if d.held, err = f.parseEntries(root, "held", "a mapping of image alias to held reference", heldFields, checkHeldValue); err != nil {
+		return nil, err
 	}
-	if err := f.strictKeys(pins, "pins", nil); err != nil {
-		return nil, nil, err
+	return d, nil
+}
+
+// parseEntries parses the top-level mapping section (pins, held) of alias ->
+// entry: each entry a mapping of the keys fields, reference required, every
+// value checked by check. An absent or null section has no entries.
+func (f *yamlFile) parseEntries(root *kyaml.Node, section, what string, fields []string, check func(f *yamlFile, path string, val *kyaml.Node) error) (map[string]*pinsEntry, error) {
+	entries := map[string]*pinsEntry{}
+	_, m, err := f.field(root, "", section)
+	if err != nil || yamlnode.IsNull(m) {
+		return entries, err
 	}
-	accepted := "a mapping with keys " + strings.Join(pinsFields, ", ")
-	for i := 0; i+1 < len(pins.Content); i += 2 {
-		k, v := pins.Content[i], pins.Content[i+1]
+	if m.Kind != kyaml.MappingNode {
+		return nil, fmt.Errorf("%s: is %s (accepted: %s)", f.where(section, m), yamlnode.Describe(m), what)
+	}
+	if err := f.strictKeys(m, section, nil); err != nil {
+		return nil, err
+	}
+	accepted := "a mapping with keys " + strings.Join(fields, ", ")
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
 		alias := k.Value
-		path := "pins." + alias
+		path := section + "." + alias
 		if k.Kind != kyaml.ScalarNode || alias == "" {
-			return nil, nil, fmt.Errorf("%s: an alias is %s (accepted: an image alias)", f.where("pins", k), yamlnode.Describe(k))
+			return nil, fmt.Errorf("%s: an alias is %s (accepted: an image alias)", f.where(section, k), yamlnode.Describe(k))
 		}
 		if v.Kind != kyaml.MappingNode {
-			return nil, nil, fmt.Errorf("%s: is %s (accepted: %s)", f.where(path, v), yamlnode.Describe(v), accepted)
+			return nil, fmt.Errorf("%s: is %s (accepted: %s)", f.where(path, v), yamlnode.Describe(v), accepted)
 		}
-		if err := f.strictKeys(v, path, pinsFields); err != nil {
-			return nil, nil, err
+		if err := f.strictKeys(v, path, fields); err != nil {
+			return nil, err
 		}
 		e := &pinsEntry{alias: alias, key: k, node: v, fields: map[string]*kyaml.Node{}}
 		for j := 0; j+1 < len(v.Content); j += 2 {
 			key, val := v.Content[j].Value, v.Content[j+1]
 			e.fields[key] = val
-			switch {
-			case yamlnode.IsNull(val):
-			case key == "platforms":
-				if val.Kind != kyaml.SequenceNode {
-					return nil, nil, fmt.Errorf("%s: is %s (accepted: a list of platforms, e.g. [linux/amd64])", f.where(path+"."+key, val), yamlnode.Describe(val))
-				}
-				for _, it := range val.Content {
-					if it.Kind != kyaml.ScalarNode {
-						return nil, nil, fmt.Errorf("%s: an item is %s (accepted: a list of platforms, e.g. [linux/amd64])", f.where(path+"."+key, it), yamlnode.Describe(it))
-					}
-				}
-			case val.Kind != kyaml.ScalarNode:
-				return nil, nil, fmt.Errorf("%s: is %s (accepted: a string)", f.where(path+"."+key, val), yamlnode.Describe(val))
+			if yamlnode.IsNull(val) {
+				continue
+			}
+			if err := check(f, path+"."+key, val); err != nil {
+				return nil, err
 			}
 		}
 		if e.str("reference") == "" {
-			return nil, nil, fmt.Errorf("%s: no reference (accepted: %s; reference is required)", f.where(path, v), accepted)
+			return nil, fmt.Errorf("%s: no reference (accepted: %s; reference is required)", f.where(path, v), accepted)
 		}
 		entries[alias] = e
 	}
-	return f, entries, nil
+	return entries, nil
+}
+
+// checkPinsValue checks a value of a pins entry: platforms a list of strings,
+// the others strings.
+func checkPinsValue(f *yamlFile, path string, val *kyaml.Node) error {
+	if !strings.HasSuffix(path, ".platforms") {
+		return checkString(f, path, val)
+	}
+	if val.Kind != kyaml.SequenceNode {
+		return fmt.Errorf("%s: is %s (accepted: a list of platforms, e.g. [linux/amd64])", f.where(path, val), yamlnode.Describe(val))
+	}
+	for _, it := range val.Content {
+		if it.Kind != kyaml.ScalarNode {
+			return fmt.Errorf("%s: an item is %s (accepted: a list of platforms, e.g. [linux/amd64])", f.where(path, it), yamlnode.Describe(it))
+		}
+	}
+	return nil
+}
+
+// checkString checks that val is a scalar.
+func checkString(f *yamlFile, path string, val *kyaml.Node) error {
+	if val.Kind != kyaml.ScalarNode {
+		return fmt.Errorf("%s: is %s (accepted: a string)", f.where(path, val), yamlnode.Describe(val))
+	}
+	return nil
 }
 
 // strictKeys fails on a key of m that is not in known (any key when known is

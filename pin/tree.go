@@ -1,6 +1,7 @@
 package pin
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"sort"
@@ -169,4 +170,46 @@ func writeBlob(s storer.EncodedObjectStorer, content []byte) (plumbing.Hash, err
 		return plumbing.ZeroHash, err
 	}
 	return s.SetEncodedObject(obj)
+}
+
+// fileSet is the files an attempt reads from its base tree and edits: the
+// edited content of each file read, and what it was.
+type fileSet struct {
+	s     storer.EncodedObjectStorer
+	tree  *object.Tree
+	files map[string][]byte // path -> content after the edits (nil: no file)
+	orig  map[string][]byte
+	order []string
+}
+
+func newFileSet(s storer.EncodedObjectStorer, tree *object.Tree) *fileSet {
+	return &fileSet{s: s, tree: tree, files: map[string][]byte{}, orig: map[string][]byte{}}
+}
+
+// get returns the file's content as edited so far (nil: it does not exist).
+func (fs *fileSet) get(p string) ([]byte, error) {
+	if content, seen := fs.files[p]; seen {
+		return content, nil
+	}
+	content, err := readFile(fs.s, fs.tree, p)
+	if err != nil {
+		return nil, err
+	}
+	fs.files[p], fs.orig[p] = content, content
+	fs.order = append(fs.order, p)
+	return content, nil
+}
+
+// set records the file's edited content (get first).
+func (fs *fileSet) set(p string, content []byte) { fs.files[p] = content }
+
+// changed returns the files whose content the edits changed: path -> content.
+func (fs *fileSet) changed() map[string][]byte {
+	changed := map[string][]byte{}
+	for _, p := range fs.order {
+		if fs.files[p] != nil && (fs.orig[p] == nil || !bytes.Equal(fs.files[p], fs.orig[p])) {
+			changed[p] = fs.files[p]
+		}
+	}
+	return changed
 }

@@ -52,6 +52,11 @@ type Result struct {
 	// the file held another reference than the one they replace (a person's
 	// edit: theirs wins). Pins the file already held are in neither.
 	Applied, Conflicts []Pin
+	// Held are the pins not written because their reference is held: a
+	// held: entry of the pins file names it, or the branch's history shows a
+	// person replaced it (Edit.DetectHolds; the commit then writes that
+	// held: entry).
+	Held []Hold
 	// Pushed says a commit was pushed.
 	Pushed bool
 	// Attempts counts the fetch-apply-commit-push rounds made (1 without a
@@ -102,6 +107,7 @@ type Writer struct {
 	attempts                int
 	backoff                 time.Duration
 	create                  bool
+	holdHistory             int
 	attemptTimeout          time.Duration
 	flushTimeout            time.Duration
 	metrics                 *writerMetrics
@@ -134,6 +140,7 @@ func NewWriter(opts ...WriterOption) *Writer {
 		backoff:        DefaultBackoff,
 		attemptTimeout: DefaultAttemptTimeout,
 		flushTimeout:   DefaultFlushTimeout,
+		holdHistory:    DefaultHoldHistory,
 		log:            slog.Default(),
 		now:            time.Now,
 		locks:          map[queueKey]chan struct{}{},
@@ -372,6 +379,8 @@ func (w *Writer) newTarget(rem *remote, key queueKey, edits []Edit) *target {
 		edits:  edits,
 		author: object.Signature{Name: w.authorName, Email: w.authorEmail},
 		signer: w.signer,
+		// holdHistory: how many commits a write reads for reverts (holds.go)
+		holdHistory: w.holdHistory,
 		message: func(branch string, applied []appliedPin) (string, error) {
 			d := messageData(rem.shown, branch, applied)
 			if w.message == nil {
@@ -431,6 +440,7 @@ func (w *Writer) succeeded(rem *remote, res Result, a *attempt) Result {
 			"repository", rem.shown, "branch", a.branch, "app", c.App, "file", c.File, "alias", c.Pin.Alias,
 			"theirs", c.Theirs, "ours", c.Pin.Reference, "base", c.Base)
 	}
+	w.noteHolds(rem, &res, a)
 	if len(a.prs) > 0 {
 		return w.succeededPR(rem, res, a)
 	}
@@ -443,13 +453,13 @@ func (w *Writer) succeeded(rem *remote, res Result, a *attempt) Result {
 	w.metrics.commits.Inc()
 	var apps []string
 	seen := map[string]bool{}
-	for _, p := range a.applied {
-		if !seen[p.App] {
-			seen[p.App] = true
-			apps = append(apps, p.App)
+	for _, app := range a.apps() {
+		if !seen[app] {
+			seen[app] = true
+			apps = append(apps, app)
 		}
 	}
 	w.log.Info("pins committed", "repository", rem.shown, "branch", a.branch, "commit", res.Commit,
-		"apps", apps, "pins", len(a.applied), "conflicts", len(a.conflicts), "attempts", res.Attempts)
+		"apps", apps, "pins", len(a.applied), "conflicts", len(a.conflicts), "held", len(a.held), "attempts", res.Attempts)
 	return res
 }

@@ -143,3 +143,45 @@ func messageData(repository, branch string, applied []appliedPin) MessageData {
 	}
 	return d
 }
+
+// commitMessage is the message of out's commit: the message of the pins
+// applied (the template's, or DefaultMessage), then the holds written and
+// lifted; a commit that writes holds alone has a subject of its own.
+func (t *target) commitMessage(out *attempt) (string, error) {
+	var b strings.Builder
+	if len(out.applied) > 0 {
+		msg, err := t.message(out.branch, out.applied)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(msg)
+	}
+	var written []heldPin
+	for _, h := range out.held {
+		if h.New {
+			written = append(written, h)
+		}
+	}
+	switch {
+	case len(out.applied) > 0:
+	case len(written) == 1:
+		h := written[0]
+		fmt.Fprintf(&b, "argocd-image-resolver: hold %s %s (%s)\n", h.Hold.Alias, shortRef(h.Hold.Reference), h.App)
+	default:
+		fmt.Fprintf(&b, "argocd-image-resolver: hold %d images\n", len(written))
+	}
+	if len(written) > 0 {
+		b.WriteString("\nHeld: a person replaced these references in git; they are not pinned again\n")
+		for _, h := range written {
+			fmt.Fprintf(&b, "- %s %s: %s\n  reason: %s\n  file: %s (delete held.%s to lift the hold)\n",
+				h.App, h.Hold.Alias, h.Hold.Reference, h.Hold.Reason, h.File, h.Hold.Alias)
+		}
+	}
+	if len(out.lifted) > 0 {
+		b.WriteString("\nHolds lifted: another reference is pinned\n")
+		for _, h := range out.lifted {
+			fmt.Fprintf(&b, "- %s %s: %s\n  file: %s\n", h.App, h.Hold.Alias, h.Hold.Reference, h.File)
+		}
+	}
+	return b.String(), nil
+}

@@ -76,9 +76,23 @@ func WithBranchCreation(allow bool) WriterOption {
 	return func(w *Writer) { w.create = allow }
 }
 
+// WithHoldHistory sets how many commits of the branch a write reads for a
+// person's revert of a pin, when an edit asks for it (Edit.DetectHolds; default
+// DefaultHoldHistory, 50): such a write fetches that many commits and one more,
+// rather than the tip alone. 0 reads none: only the held: entries already in
+// the pins files hold pins back. A revert older than that many commits is not
+// seen.
+func WithHoldHistory(n int) WriterOption {
+	return func(w *Writer) {
+		if n >= 0 {
+			w.holdHistory = n
+		}
+	}
+}
+
 // WithMetrics registers the writer's metrics with reg: pin_commits_total,
-// pin_pushes_total{outcome}, pin_push_retries_total, pin_conflicts_total and
-// pins_pending, prefixed argocd_image_resolver_. Writers given the same reg
+// pin_pushes_total{outcome}, pin_push_retries_total, pin_conflicts_total,
+// pin_holds_total and pins_pending, prefixed argocd_image_resolver_. Writers given the same reg
 // share them.
 func WithMetrics(reg prometheus.Registerer) WriterOption {
 	return func(w *Writer) { w.metrics = newWriterMetrics(reg) }
