@@ -36,6 +36,20 @@ func readPins(dir string, pol *plugin.AppPolicy) (map[string]pin.Pin, error) {
 	return held, nil
 }
 
+// readHolds reads the holds of the app's pins file (pin.PinsFile, whatever the
+// pin target), opened as readPins opens the target.
+func readHolds(dir string) (map[string]pin.Hold, error) {
+	content, err := readAppFile(dir, pin.PinsFile)
+	if err != nil {
+		return nil, fmt.Errorf("holds: %w", err)
+	}
+	holds, err := pin.ReadHolds(content)
+	if err != nil {
+		return nil, fmt.Errorf("holds: %w", err)
+	}
+	return holds, nil
+}
+
 // readAppFile reads name inside dir; nil when it does not exist.
 func readAppFile(dir, name string) ([]byte, error) {
 	root, err := os.OpenRoot(dir)
@@ -87,6 +101,12 @@ func pinnedReference(written string, p pin.Pin) string {
 	return ref
 }
 
+// IsHeld says whether ref is held for alias in the app's pins file.
+func (r *Report) IsHeld(alias, ref string) bool {
+	h, ok := r.Holds[alias]
+	return ok && h.Reference == ref
+}
+
 // LivePins are the pins the aliases resolved live in this render would get, in
 // alias order, one per alias.
 func (r *Report) LivePins() []pin.Pin {
@@ -115,16 +135,21 @@ func PinOf(alias string, req resolve.Request, res *resolve.Result) pin.Pin {
 
 // PinEdit is the change of pins this render asks for: with pin-mode write, every
 // alias resolved live whose pin differs; with use, every alias that had no pin (it
-// was resolved live and is pinned now). dir is the app's path in the repository.
-// ok is false when nothing is to be written.
+// was resolved live and is pinned now). A reference the pins file holds (Holds) is
+// never asked for. dir is the app's path in the repository. ok is false when
+// nothing is to be written. With use, the writer is asked to detect a person's
+// revert (pin.Edit.DetectHolds).
 func (r *Report) PinEdit(app, dir string) (pin.Edit, bool) {
 	if r == nil || (r.PinMode != plugin.PinWrite && r.PinMode != plugin.PinUse) {
 		return pin.Edit{}, false
 	}
-	e := pin.Edit{App: app, Dir: dir, Target: r.Pins.Target, Base: map[string]string{}}
+	e := pin.Edit{App: app, Dir: dir, Target: r.Pins.Target, Base: map[string]string{}, DetectHolds: r.PinMode == plugin.PinUse}
 	for _, p := range r.LivePins() {
 		held, has := r.Held[p.Alias]
 		if has && (r.PinMode == plugin.PinUse || held.Reference == p.Reference) {
+			continue
+		}
+		if r.IsHeld(p.Alias, p.Reference) {
 			continue
 		}
 		e.Pins = append(e.Pins, p)

@@ -1,13 +1,16 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -111,4 +114,99 @@ func TestRenderTimeout(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "did not finish within 50ms (renderTimeout)") || !strings.Contains(err.Error(), "Argo CD will render again") {
 		t.Errorf("err = %v", err)
 	}
+}
+
+const heldWeb = `held:
+  web:
+    reference: ghcr.io/org/web:1.4.2
+    commit: 0123456789abcdef0123456789abcdef01234567
+    reason: a person replaced it in git (commit 0123456789ab)
+`
+
+// TestRenderHolds: the holds of the app's pins file are in the report; PinEdit
+// never asks for a held reference; preview (table, JSON) and the render's stderr
+// show the hold, its reason and how to lift it.
+func TestRenderHolds(t *testing.T) {
+	app := strings.Replace(deployment, "{NODESELECTOR}", "{}", 1)
+	render := func(t *testing.T, files map[string]string, tag string, params ...string) *Report {
+		t.Helper()
+		_, report, err := New(&fakeBatch{answer: resolved(tag, false)}, Settings{}).Render(context.Background(), appDir(t, files),
+			envWith(t, append([]string{"image-list", "web=ghcr.io/org/web:~1"}, params...)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return report
+	}
+	t.Run("pin-mode write: the held reference is not asked for, a newer one is", func(t *testing.T) {
+		files := map[string]string{"app.yaml": app, pin.PinsFile: pinsFile + heldWeb}
+		report := render(t, files, "1.4.2", "pin-mode", "write")
+		want := pin.Hold{Alias: "web", Reference: "ghcr.io/org/web:1.4.2", Commit: "0123456789abcdef0123456789abcdef01234567", Reason: "a person replaced it in git (commit 0123456789ab)"}
+		if len(report.Holds) != 1 || report.Holds["web"] != want {
+			t.Errorf("holds %+v", report.Holds)
+		}
+		if e, ok := report.PinEdit("shop", ""); ok {
+			t.Errorf("pin edit of a held reference: %+v", e)
+		}
+		report = render(t, files, "1.4.3", "pin-mode", "write")
+		e, ok := report.PinEdit("shop", "")
+		if !ok || e.Pins[0].Reference != "ghcr.io/org/web:1.4.3" || e.DetectHolds {
+			t.Errorf("pin edit %+v, %v: want 1.4.3, no detection in pin-mode write", e, ok)
+		}
+	})
+	t.Run("pin-mode use, beside a pin: preview shows the hold", func(t *testing.T) {
+		report := render(t, map[string]string{"app.yaml": app, pin.PinsFile: pinsFile + heldWeb}, "1.4.2", "pin-mode", "use")
+		var table, notes bytes.Buffer
+		if err := report.WriteTable(&table); err != nil {
+			t.Fatal(err)
+		}
+		report.WriteNotes(&notes)
+		lift := "delete held.web from " + pin.PinsFile + " (a newer reference lifts it by itself)"
+		for _, want := range []string{
+			"ghcr.io/org/web:1.2.0  pinned in " + pin.PinsFile,
+			"held: web ghcr.io/org/web:1.4.2: a person replaced it in git (commit 0123456789ab); not pinned again. To lift: " + lift + "\n",
+		} {
+			if !strings.Contains(table.String(), want) {
+				t.Errorf("table lacks %q:\n%s", want, table.String())
+			}
+		}
+		if want := "argocd-image-resolver: held: web ghcr.io/org/web:1.4.2 is not pinned again: a person replaced it in git (commit 0123456789ab); " + lift + "\n"; !strings.Contains(notes.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, notes.String())
+		}
+		b, err := json.Marshal(report.View())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `"held":[{"alias":"web","reference":"ghcr.io/org/web:1.4.2","commit":"0123456789abcdef0123456789abcdef01234567","reason":"a person replaced it in git (commit 0123456789ab)","lift":"` + lift + `"}]`; !strings.Contains(string(b), want) {
+			t.Errorf("JSON lacks %s:\n%s", want, b)
+		}
+	})
+	t.Run("pin-mode use, an alias without a pin resolved to the held reference", func(t *testing.T) {
+		report := render(t, map[string]string{"app.yaml": app, pin.PinsFile: heldWeb}, "1.4.2", "pin-mode", "use")
+		if e, ok := report.PinEdit("shop", ""); ok {
+			t.Errorf("pin edit of a held reference: %+v", e)
+		}
+		var table bytes.Buffer
+		if err := report.WriteTable(&table); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(table.String(), "; HELD: not pinned (held in "+pin.PinsFile+")") {
+			t.Errorf("table:\n%s", table.String())
+		}
+		report = render(t, map[string]string{"app.yaml": app, pin.PinsFile: heldWeb}, "1.4.3", "pin-mode", "use")
+		if e, ok := report.PinEdit("shop", ""); !ok || !e.DetectHolds || e.Pins[0].Reference != "ghcr.io/org/web:1.4.3" {
+			t.Errorf("pin edit %+v, %v: want 1.4.3 with detection (pin-mode use)", e, ok)
+		}
+	})
+	t.Run("a bad held entry fails the render, named", func(t *testing.T) {
+		dir := appDir(t, map[string]string{"app.yaml": app, pin.PinsFile: "held:\n  web:\n    reference: ghcr.io/org/web\n"})
+		_, _, err := New(&fakeBatch{answer: resolved("1.4.2", false)}, Settings{}).Render(context.Background(), dir, envWith(t, "image-list", "web=ghcr.io/org/web:~1", "pin-mode", "write"))
+		if err == nil || !strings.Contains(err.Error(), "key held.web.reference (line 3)") || !strings.Contains(err.Error(), `invalid reference "ghcr.io/org/web"`) {
+			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("pin-mode off reads no holds", func(t *testing.T) {
+		if report := render(t, map[string]string{"app.yaml": app, pin.PinsFile: heldWeb}, "1.4.2"); len(report.Holds) != 0 {
+			t.Errorf("holds %+v", report.Holds)
+		}
+	})
 }

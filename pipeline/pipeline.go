@@ -92,6 +92,10 @@ type Report struct {
 	PinMode string
 	Pins    plugin.PinSettings
 	Held    map[string]pin.Pin
+	// Holds are the references held in the app's pins file (held:, pin-mode
+	// write or use), by alias: a person rolled them back in git, and they are
+	// not pinned again (pin.Hold).
+	Holds map[string]pin.Hold
 }
 
 // Render runs the whole CMP render of the app in dir: policy, source, image fields,
@@ -133,6 +137,9 @@ func (p *Pipeline) render(ctx context.Context, dir string, env *plugin.Env) ([]b
 	report := &Report{Kind: rendered.Kind, Notes: pol.Warnings, Remote: rendered.Remote, Refresh: pol.Refresh, PinMode: pol.PinMode, Pins: pol.Pins}
 	if pol.PinMode != plugin.PinOff {
 		if report.Held, err = readPins(dir, pol); err != nil {
+			return nil, report, err
+		}
+		if report.Holds, err = readHolds(dir); err != nil {
 			return nil, report, err
 		}
 	}
