@@ -17,7 +17,9 @@ type Metrics struct {
 	// The refresh loop's.
 	Refreshes   *prometheus.CounterVec // outcome
 	TrackedApps prometheus.Gauge
-	Forgotten   *prometheus.CounterVec // reason
+	// HeldImages counts the images held over the tracked apps (pin.Hold).
+	HeldImages prometheus.Gauge
+	Forgotten  *prometheus.CounterVec // reason
 	// InvalidTags counts listed tags skipped because they break the OCI tag grammar.
 	InvalidTags *prometheus.CounterVec // registry
 	// SignatureSkips counts candidates skipped for want of a satisfying signature.
@@ -40,19 +42,22 @@ func NewMetrics(m *cache.Metrics) *Metrics {
 		Help: "Refreshes of Applications by the refresh loop, by outcome: requested, already-pending (the annotation was set already), skipped-interval (a change held back because the app was refreshed less than an interval ago), failed (retried with backoff), app-gone."}, []string{"outcome"})
 	tracked := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: cache.Namespace, Name: "tracked_apps",
 		Help: "Apps the refresh loop watches (rendered through this daemon, not opted out)."})
+	held := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: cache.Namespace, Name: "held_images",
+		Help: "Images held over the tracked apps: references a person rolled back in git, named by held: in an app's pins file at its last render, that the refresh loop does not pin again."})
 	forgotten := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: cache.Namespace, Name: "tracked_apps_forgotten_total",
 		Help: "Apps the refresh loop stopped watching, by reason: idle (not rendered for forgetAfter), limit (maxTrackedApps reached; least recently rendered first), app-gone, opted-out, no-images (the app's render resolved no image any more)."}, []string{"reason"})
 	invalid := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: cache.Namespace, Name: "invalid_tags_skipped_total",
 		Help: "Tags a registry listed that break the OCI tag grammar, skipped (never chosen, never printed raw), by registry; counted once per resolution that met them."}, []string{"registry"})
 	sigSkips := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: cache.Namespace, Name: "signature_skips_total",
 		Help: "Candidates skipped because no signature satisfied the requirement (unsigned, signed by another identity or key, a signature that does not verify), by registry; counted once per resolution that skipped them. A rising rate means images are pushed unsigned or signed by someone else."}, []string{"registry"})
-	m.Registry.MustRegister(refreshes, tracked, forgotten, invalid, sigSkips)
+	m.Registry.MustRegister(refreshes, tracked, held, forgotten, invalid, sigSkips)
 	return &Metrics{
 		Metrics:        m,
 		Resolutions:    h("resolution_duration_seconds", "Time to resolve one image, by strategy and result (ok, no-tag, input, registry, internal).", "strategy", "result"),
 		Batches:        h("batch_duration_seconds", "Time to answer one batch on the socket API, by result (ok, error).", "result"),
 		Refreshes:      refreshes,
 		TrackedApps:    tracked,
+		HeldImages:     held,
 		Forgotten:      forgotten,
 		InvalidTags:    invalid,
 		SignatureSkips: sigSkips,

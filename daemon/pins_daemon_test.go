@@ -80,6 +80,7 @@ func TestPinModeUseThroughTheDaemon(t *testing.T) {
 	clock := newFakeClock()
 	written, watch := watchPinWrites()
 	d, _ := startDaemon(t, cfg, WithNotifier(notifier), WithRefreshEvery(time.Hour), withClock(clock), watch)
+	setTrackerClock(d, clock)
 	params := map[string]string{"image-list": "web=" + image + ":~1", "pin-mode": "use", "web.platforms": "linux/amd64"}
 
 	// 1. No pin yet: live, and pinned.
@@ -120,17 +121,20 @@ func TestPinModeUseThroughTheDaemon(t *testing.T) {
 	}
 
 	// 3. A person reverts that commit: the app renders 1.1.0 again, and the loop
-	// does not pin 1.2.0 again.
+	// does not pin 1.2.0 again: the writer reads the revert in git and holds 1.2.0.
 	g.Commit(t, "apps.git", "main", map[string]string{"apps/web/" + pin.PinsFile: firstPins}, "Revert the pin of web to 1.2.0")
 	out = delegatedRender(t, d.cfg.Socket, checkout(t, g, "apps.git"), pinEnviron(t, repoURL, params))
 	if !strings.Contains(out, image+":1.1.0") {
 		t.Fatalf("render after the revert:\n%s", out)
 	}
-	clock.Advance(cfg.TagTTL + 100*time.Millisecond)
+	clock.Advance(cfg.RefreshInterval + cfg.TagTTL) // the interval since the last pin, and the tag list
 	d.Refresher.Pass(context.Background())
 	written.waitWritten(t, d) // what the render and the pass submitted: a commit would have landed
-	if log := g.Log(t, "apps.git", "main"); len(log) != 4 {
-		t.Errorf("commits after the revert: %q, want the revert last", log)
+	if log := g.Log(t, "apps.git", "main"); len(log) != 5 || log[0] != "argocd-image-resolver: hold web 1.2.0 (web)" {
+		t.Errorf("commits after the revert: %q, want the hold of 1.2.0 last", log)
+	}
+	if pins := g.File(t, "apps.git", "main", "apps/web/"+pin.PinsFile); !strings.Contains(pins, "reference: "+image+":1.1.0") {
+		t.Errorf("pins file after the revert:\n%s", pins)
 	}
 
 	// 4. From git, with the registry gone.

@@ -143,7 +143,8 @@ type change struct {
 	req      resolve.Request
 	old, new string
 	res      *resolve.Result
-	pins     *pinSource // where the new pin goes (pin-mode use); nil: a refresh
+	pins     *pinSource          // where the new pin goes (pin-mode use); nil: a refresh
+	holds    map[string]pin.Hold // the holds of the image's source
 }
 
 // check re-resolves one app and refreshes it if an answer changed.
@@ -170,11 +171,12 @@ func (r *Refresher) check(ctx context.Context, c appCheck) {
 			continue // not news: the registry could not be asked
 		}
 		if ref := a.Result.ReferenceFor(reqs[i].Image); ref != c.images[i].Ref {
-			changes = append(changes, change{image: reqs[i].Image, alias: c.images[i].Alias, req: reqs[i], old: c.images[i].Ref, new: ref, res: a.Result, pins: c.pins[i]})
+			changes = append(changes, change{image: reqs[i].Image, alias: c.images[i].Alias, req: reqs[i], old: c.images[i].Ref, new: ref, res: a.Result,
+				pins: c.pins[i], holds: c.holds[i]})
 		}
 	}
 	if len(changes) > 0 {
-		changes = r.tracker.reverted(c.name, changes)
+		changes = r.tracker.reverted(changes)
 	}
 	if len(changes) == 0 {
 		r.tracker.settle(c)
@@ -271,7 +273,7 @@ func (r *Refresher) commitPins(c appCheck, changes []change) {
 		}
 		e := bySource[ch.pins]
 		if e == nil {
-			e = &pin.Edit{App: c.name, Dir: ch.pins.dir, Target: ch.pins.target, Base: map[string]string{}}
+			e = &pin.Edit{App: c.name, Dir: ch.pins.dir, Target: ch.pins.target, Base: map[string]string{}, DetectHolds: true}
 			bySource[ch.pins] = e
 			order = append(order, ch.pins)
 		}

@@ -570,29 +570,48 @@ func TestRefreshCommitsPinsOfUseApps(t *testing.T) {
 		t.Errorf("change %+v", c)
 	}
 
-	// A person reverts: the app renders 1.0.0 again; 1.1.0 is not pinned again.
+	if !c.Edit.DetectHolds {
+		t.Errorf("a pin of a use app without revert detection: %+v", c.Edit)
+	}
+
+	// A person reverts: the app renders 1.0.0 again. The loop offers 1.1.0 once
+	// more: the writer reads the revert in git and writes a hold, not the pin.
 	f.clock.advance(time.Hour)
 	f.remember(t, r)
 	f.loop.Pass(context.Background())
-	if len(pins.changes) != 1 {
-		t.Errorf("the reverted pin was submitted again: %+v", pins.changes[1:])
+	if len(pins.changes) != 2 || pins.changes[1].Edit.Pins[0].Reference != "reg/web:1.1.0" || !pins.changes[1].Edit.DetectHolds {
+		t.Fatalf("after the revert: %+v", pins.changes)
+	}
+	// The render of the hold commit carries the hold: 1.1.0 is never offered
+	// again, by this tracker or a new one (a restart).
+	held := r
+	held.holds = map[string]pin.Hold{"web": {Alias: "web", Reference: "reg/web:1.1.0"}}
+	f.clock.advance(time.Hour)
+	f.remember(t, held)
+	f.loop.Pass(context.Background())
+	if len(pins.changes) != 2 {
+		t.Errorf("a held reference was submitted: %+v", pins.changes[2:])
+	}
+	if got := testutil.ToFloat64(f.tracker.m.HeldImages); got != 1 {
+		t.Errorf("held_images %v, want 1", got)
 	}
 	// A newer image is.
 	f.batch.set("reg/web", "1.2.0")
+	f.clock.advance(time.Hour)
 	f.loop.Pass(context.Background())
-	if len(pins.changes) != 2 || pins.changes[1].Edit.Pins[0].Reference != "reg/web:1.2.0" {
+	if len(pins.changes) != 3 || pins.changes[2].Edit.Pins[0].Reference != "reg/web:1.2.0" {
 		t.Fatalf("changes %+v", pins.changes)
 	}
 	// The write fails: the loop offers the pin again after the interval.
 	f.tracker.pinFailed("web")
 	f.clock.advance(time.Minute)
 	f.loop.Pass(context.Background())
-	if len(pins.changes) != 2 {
+	if len(pins.changes) != 3 {
 		t.Errorf("submitted again within the interval")
 	}
 	f.clock.advance(3 * time.Minute)
 	f.loop.Pass(context.Background())
-	if len(pins.changes) != 3 || pins.changes[2].Edit.Pins[0].Reference != "reg/web:1.2.0" || pins.changes[2].Edit.Base["web"] != "reg/web:1.0.0" {
+	if len(pins.changes) != 4 || pins.changes[3].Edit.Pins[0].Reference != "reg/web:1.2.0" || pins.changes[3].Edit.Base["web"] != "reg/web:1.0.0" {
 		t.Errorf("after a failed write: %+v", pins.changes)
 	}
 }

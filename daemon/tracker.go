@@ -3,6 +3,7 @@ package daemon
 import (
 	"container/list"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -35,6 +36,9 @@ type Render struct {
 	// pins is set for an app with pin-mode use rendered in this process: its
 	// changes are committed as new pins rather than asked for as a refresh.
 	pins *pinSource
+	// holds are the references held in the app's pins file at this render
+	// (pin.Hold): never submitted as pins.
+	holds map[string]pin.Hold
 }
 
 // pinSource is where a pin-mode use app's pins are committed.
@@ -68,7 +72,7 @@ func renderOf(env *plugin.Env, report *pipeline.Report) (Render, bool) {
 	if env == nil || report == nil || env.Streamed || env.AppName == "" {
 		return Render{}, false
 	}
-	r := Render{App: env.AppName, RepoURL: env.SourceRepoURL, Path: env.SourcePath, Revision: env.Revision, Refresh: report.Refresh}
+	r := Render{App: env.AppName, RepoURL: env.SourceRepoURL, Path: env.SourcePath, Revision: env.Revision, Refresh: report.Refresh, holds: report.Holds}
 	if report.PinMode == plugin.PinUse {
 		r.pins = &pinSource{repoURL: env.SourceRepoURL, branch: PinBranch(report.Pins.Branch, env.SourceTargetRevision), dir: env.SourcePath, target: report.Pins.Target,
 			push: report.Pins.Push, prGroup: report.Pins.PRGroup,
@@ -99,12 +103,13 @@ type trackedSource struct {
 	images                  []RenderedImage
 	rendered                time.Time
 	pins                    *pinSource
-	saved                   time.Time // rendered time as last written to the watch list
+	holds                   map[string]pin.Hold // held in the source's pins file, by alias
+	saved                   time.Time           // rendered time as last written to the watch list
 }
 
 // sameSource reports whether two renders of a source watch the same thing.
 func sameSource(a, b *trackedSource) bool {
-	return a.revision == b.revision && (a.pins == nil) == (b.pins == nil) &&
+	return a.revision == b.revision && (a.pins == nil) == (b.pins == nil) && maps.Equal(a.holds, b.holds) &&
 		slices.EqualFunc(a.images, b.images, func(x, y RenderedImage) bool {
 			return x.key == y.key && x.Ref == y.Ref && x.Alias == y.Alias
 		})
@@ -119,8 +124,9 @@ type trackedApp struct {
 	elem     *list.Element             // in Tracker.order, most recently rendered at the front
 
 	// committed is, per alias, the last pin this daemon queued for a pin-mode use
-	// app: when the app renders something else again (the commit was reverted),
-	// that reference is not pinned again.
+	// app, for pinFailed. Whether a reverted reference is pinned again is not
+	// decided here but in git: the writer reads the branch's history and writes
+	// a hold (pin.Hold), which the app's next render carries (holds).
 	committed map[string]string
 	// before is, per alias queued, the reference the app rendered before: what it
 	// is set back to when the write fails.
@@ -193,7 +199,7 @@ func (t *Tracker) Remember(r Render) error {
 			if len(a.sources) == 0 {
 				t.dropLocked(a, "no-images")
 			}
-			t.m.TrackedApps.Set(float64(len(t.apps)))
+			t.gaugesLocked()
 		}
 		return nil
 	}
@@ -209,7 +215,7 @@ func (t *Tracker) Remember(r Render) error {
 	for i := range images {
 		images[i].key = images[i].Request.Key()
 	}
-	src := &trackedSource{repoURL: r.RepoURL, path: r.Path, revision: r.Revision, images: images, rendered: now, pins: r.pins}
+	src := &trackedSource{repoURL: r.RepoURL, path: r.Path, revision: r.Revision, images: images, rendered: now, pins: r.pins, holds: r.holds}
 	// The watch list is written when a source changes, not at every render of it:
 	// an unchanged source is written again only once its saved time has aged by a
 	// tenth of forgetAfter (so a restart forgets it at most that much early).
@@ -225,7 +231,7 @@ func (t *Tracker) Remember(r Render) error {
 		oldest := t.order.Back().Value.(*trackedApp)
 		t.dropLocked(oldest, "limit")
 	}
-	t.m.TrackedApps.Set(float64(len(t.apps)))
+	t.gaugesLocked()
 	return nil
 }
 
@@ -235,7 +241,7 @@ func (t *Tracker) Forget(name, reason string) {
 	defer t.mu.Unlock()
 	if a, ok := t.apps[name]; ok {
 		t.dropLocked(a, reason)
-		t.m.TrackedApps.Set(float64(len(t.apps)))
+		t.gaugesLocked()
 	}
 }
 
@@ -269,7 +275,7 @@ func (t *Tracker) expire() {
 			t.dropLocked(a, "idle")
 		}
 	}
-	t.m.TrackedApps.Set(float64(len(t.apps)))
+	t.gaugesLocked()
 }
 
 // Len is the number of apps tracked.
@@ -285,8 +291,9 @@ type appCheck struct {
 	name     string
 	app      notify.App
 	rendered time.Time
-	images   []RenderedImage // every distinct request of every source
-	pins     []*pinSource    // of each image: where its pin goes (pin-mode use), else nil
+	images   []RenderedImage       // every distinct request of every source
+	pins     []*pinSource          // of each image: where its pin goes (pin-mode use), else nil
+	holds    []map[string]pin.Hold // of each image: the holds of its source
 }
 
 // snapshot copies what a pass of the loop checks.
@@ -307,6 +314,7 @@ func (t *Tracker) snapshot() []appCheck {
 				if !slices.ContainsFunc(c.images, func(x RenderedImage) bool { return x.key == im.key && x.Ref == im.Ref }) {
 					c.images = append(c.images, im)
 					c.pins = append(c.pins, a.sources[k].pins)
+					c.holds = append(c.holds, a.sources[k].holds)
 				}
 			}
 		}
@@ -353,23 +361,37 @@ func PinBranch(pinBranch, targetRevision string) string {
 	return targetRevision
 }
 
-// reverted drops the changes to a pin this daemon already committed and the app
-// no longer renders: a person reverted it, and a revert is a decision.
-func (t *Tracker) reverted(name string, changes []change) []change {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	a, ok := t.apps[name]
-	if !ok {
-		return changes
-	}
+// reverted drops the pin changes whose new reference the app's render holds
+// (held: in its pins file): a person rolled it back, and a revert is a decision.
+// Every daemon, restarted or not, reads the same holds from the render; a revert
+// not yet held is submitted, and the writer, reading the branch's history,
+// writes the hold instead of the pin (pin.Edit.DetectHolds).
+func (t *Tracker) reverted(changes []change) []change {
 	var out []change
 	for _, ch := range changes {
-		if ch.pins != nil && a.committed[ch.alias] == ch.new {
+		if h, held := ch.holds[ch.alias]; held && ch.pins != nil && h.Reference == ch.new {
 			continue
 		}
 		out = append(out, ch)
 	}
 	return out
+}
+
+// gaugesLocked sets the tracker's gauges: apps tracked, and images held (per
+// app, the aliases any of its sources holds). t.mu is held.
+func (t *Tracker) gaugesLocked() {
+	t.m.TrackedApps.Set(float64(len(t.apps)))
+	held := 0
+	for _, a := range t.apps {
+		aliases := map[string]bool{}
+		for _, s := range a.sources {
+			for alias := range s.holds {
+				aliases[alias] = true
+			}
+		}
+		held += len(aliases)
+	}
+	t.m.HeldImages.Set(float64(held))
 }
 
 // pinned records the pins queued for an app.

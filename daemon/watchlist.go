@@ -231,7 +231,7 @@ func (t *Tracker) restore(saved []savedSource) (apps int, stale []string) {
 	for len(t.apps) > t.max {
 		t.dropLocked(t.order.Back().Value.(*trackedApp), "limit")
 	}
-	t.m.TrackedApps.Set(float64(len(t.apps)))
+	t.gaugesLocked()
 	sort.Strings(stale)
 	return apps, stale
 }
