@@ -176,7 +176,7 @@ func (r *Refresher) check(ctx context.Context, c appCheck) {
 		}
 	}
 	if len(changes) > 0 {
-		changes = r.tracker.reverted(changes)
+		changes = r.tracker.reverted(c.name, changes)
 	}
 	if len(changes) == 0 {
 		r.tracker.settle(c)

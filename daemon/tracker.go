@@ -124,9 +124,11 @@ type trackedApp struct {
 	elem     *list.Element             // in Tracker.order, most recently rendered at the front
 
 	// committed is, per alias, the last pin this daemon queued for a pin-mode use
-	// app, for pinFailed. Whether a reverted reference is pinned again is not
-	// decided here but in git: the writer reads the branch's history and writes
-	// a hold (pin.Hold), which the app's next render carries (holds).
+	// app: for pinFailed, and so that a pull request's pin is not submitted at
+	// every pass while the app renders the base branch. Whether a reverted
+	// reference is pinned again is not decided here but in git: the writer reads
+	// the branch's history and writes a hold (pin.Hold), which the app's next
+	// render carries (holds).
 	committed map[string]string
 	// before is, per alias queued, the reference the app rendered before: what it
 	// is set back to when the write fails.
@@ -365,11 +367,26 @@ func PinBranch(pinBranch, targetRevision string) string {
 // (held: in its pins file): a person rolled it back, and a revert is a decision.
 // Every daemon, restarted or not, reads the same holds from the render; a revert
 // not yet held is submitted, and the writer, reading the branch's history,
-// writes the hold instead of the pin (pin.Edit.DetectHolds).
-func (t *Tracker) reverted(changes []change) []change {
+// writes the hold instead of the pin (pin.Edit.DetectHolds). A pin this daemon
+// submitted as a pull request is not submitted again while the app renders the
+// base branch (the pull request is open, or was closed).
+func (t *Tracker) reverted(name string, changes []change) []change {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var committed map[string]string
+	if a, ok := t.apps[name]; ok {
+		committed = a.committed
+	}
 	var out []change
 	for _, ch := range changes {
-		if h, held := ch.holds[ch.alias]; held && ch.pins != nil && h.Reference == ch.new {
+		if ch.pins == nil {
+			out = append(out, ch)
+			continue
+		}
+		if h, held := ch.holds[ch.alias]; held && h.Reference == ch.new {
+			continue
+		}
+		if ch.pins.push == pin.PushPullRequest && committed[ch.alias] == ch.new {
 			continue
 		}
 		out = append(out, ch)
