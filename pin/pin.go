@@ -91,7 +91,9 @@ type Edit struct {
 	// revert (pin-mode use): a pin whose reference the writer's own last change
 	// to the alias set, and that a person has replaced since, is not written
 	// again; a held: entry is written into the pins file instead (Hold). A
-	// held: entry already in the pins file is honoured either way.
+	// held: entry already in the pins file is honoured either way. Direct
+	// pushes only: with PushPullRequest the pull requests closed or merged with
+	// a pin are what keeps it from being proposed again.
 	DetectHolds bool
 }
 

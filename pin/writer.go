@@ -372,6 +372,13 @@ func (w *Writer) write(ctx context.Context, key queueKey, edits []Edit) (Result,
 
 // newTarget is what the attempts of a write to key work on.
 func (w *Writer) newTarget(rem *remote, key queueKey, edits []Edit) *target {
+	holdHistory := w.holdHistory
+	if key.push == PushPullRequest {
+		// A pull request's branch, and the pull requests closed or merged with
+		// its pins, are that mode's memory of a person's decision (pullrequest.go):
+		// no history is read; held: entries are honoured all the same.
+		holdHistory = 0
+	}
 	return &target{
 		remote: rem,
 		branch: key.branch,
@@ -380,7 +387,7 @@ func (w *Writer) newTarget(rem *remote, key queueKey, edits []Edit) *target {
 		author: object.Signature{Name: w.authorName, Email: w.authorEmail},
 		signer: w.signer,
 		// holdHistory: how many commits a write reads for reverts (holds.go)
-		holdHistory: w.holdHistory,
+		holdHistory: holdHistory,
 		message: func(branch string, applied []appliedPin) (string, error) {
 			d := messageData(rem.shown, branch, applied)
 			if w.message == nil {
