@@ -301,7 +301,7 @@ func TestWriteBadInput(t *testing.T) {
 
 	// changes for two branches in one Write; a path out of the repository
 	_, err = w.Write(ctx, []pin.Change{f.change("main", "web", "web", "1.2.3", "1.3.0"), f.change("other", "api", "api", "2.0.0", "2.1.0")})
-	if err == nil || !strings.Contains(err.Error(), "share the repository and branch") {
+	if err == nil || !strings.Contains(err.Error(), "must share the repository, branch, pin-push and pin-pr-group") || !strings.Contains(err.Error(), "branch other") {
 		t.Errorf("two branches: %v", err)
 	}
 	bad := f.change("", "web", "web", "1.2.3", "1.3.0")
