@@ -96,12 +96,15 @@ type prGroup struct {
 // prTarget is what one attempt of a pull-request write works on.
 type prTarget struct {
 	*target
+	// ctx is the write's: the forge requests of an attempt are bounded by
+	// their own budget (forgeBudget), not the attempt's git timeout.
+	ctx   context.Context
 	w     *Writer
 	group string // GroupApp or GroupRepository
 	forge ForgeRepo
 }
 
-func (w *Writer) newPRTarget(t *target, key queueKey) (*prTarget, error) {
+func (w *Writer) newPRTarget(ctx context.Context, t *target, key queueKey) (*prTarget, error) {
 	if w.forgeFor == nil {
 		return nil, fmt.Errorf("git repository %s: pin-push %s needs a forge to open pull requests on, and the sidecar has none configured (git.forges: [{prefix, kind, api, tokenFile}])",
 			t.remote.shown, PushPullRequest)
@@ -110,7 +113,7 @@ func (w *Writer) newPRTarget(t *target, key queueKey) (*prTarget, error) {
 	if err != nil {
 		return nil, fmt.Errorf("git repository %s: pin-push %s: %w", t.remote.shown, PushPullRequest, err)
 	}
-	return &prTarget{target: t, w: w, group: key.group, forge: fr}, nil
+	return &prTarget{target: t, ctx: ctx, w: w, group: key.group, forge: fr}, nil
 }
 
 // run makes one attempt: for each group, the base branch's tip with the
@@ -151,11 +154,19 @@ func (p *prTarget) run(ctx context.Context, now time.Time) (_ *attempt, aerr *at
 	if aerr := p.pushBranches(ctx, repo, rem, groups); aerr != nil {
 		return nil, aerr
 	}
-	out.prs, aerr = p.ensure(ctx, base, groups)
+	ectx, cancel := context.WithTimeout(p.ctx, forgeBudget(len(groups)))
+	defer cancel()
+	out.prs, aerr = p.ensure(ectx, base, groups)
 	for i := range out.prs {
 		out.prs[i].BaseCommit = baseTip.String()
 	}
 	return out, aerr
+}
+
+// forgeBudget bounds the forge requests of an attempt with n pull requests:
+// each request has forge.DefaultTimeout, prParallelism at a time.
+func forgeBudget(n int) time.Duration {
+	return forge.DefaultTimeout * time.Duration(2+(n+prParallelism-1)/prParallelism)
 }
 
 // groups splits the edits into pull requests: one per app, or one for all.

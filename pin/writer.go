@@ -310,7 +310,7 @@ func (w *Writer) write(ctx context.Context, key queueKey, edits []Edit) (Result,
 	t := w.newTarget(rem, key, edits)
 	run := t.run
 	if key.push == PushPullRequest {
-		pr, err := w.newPRTarget(t, key)
+		pr, err := w.newPRTarget(ctx, t, key)
 		if err != nil {
 			return Result{}, err
 		}
