@@ -126,6 +126,12 @@ func TestConfigErrors(t *testing.T) {
 		{"git credential prefix", "git: {credentials: [{prefix: git.example.com, passwordEnv: T}]}\n", nil, nil, []string{"git.credentials[0].prefix", "https://"}},
 		{"git credential secret", "git: {credentials: [{prefix: 'https://g/', passwordEnv: T, passwordFile: /f}]}\n", nil, nil, []string{"git.credentials[0]", "exactly one of passwordFile and passwordEnv"}},
 		{"git message", "git: {message: '{{.Apps'}\n", nil, nil, []string{"git.message", "text/template"}},
+		{"git forge kind", "git: {forges: [{prefix: 'https://g/', kind: bitbucket, api: 'https://g', tokenFile: /t}]}\n", nil, nil, []string{"git.forges[0].kind", "bitbucket", "github, gitlab or gitea"}},
+		{"git forge api", "git: {forges: [{prefix: 'https://g/', kind: gitea, api: 'https://bot:secret@g', tokenFile: /t}]}\n", nil, nil, []string{"git.forges[0].api", "https://bot:xxxxx@g", "without credentials"}},
+		{"git forge token", "git: {forges: [{prefix: 'https://g/', kind: gitlab, api: 'https://g'}]}\n", nil, nil, []string{"git.forges[0].tokenFile", "API token"}},
+		{"git forge app on gitea", "git: {forges: [{prefix: 'https://g/', kind: gitea, api: 'https://g', appID: 1, installationID: 2, privateKeyFile: /k}]}\n", nil, nil, []string{"git.forges[0].appID", "kind github"}},
+		{"git forge app half", "git: {forges: [{prefix: 'https://g/', kind: github, api: 'https://g', appID: 1}]}\n", nil, nil, []string{"git.forges[0].appID", "all three"}},
+		{"git forge unknown key", "git: {forges: [{prefix: 'https://g/', kind: github, api: 'https://g', token: x}]}\n", nil, nil, []string{"git", "token", "forges: [{prefix, kind, api, tokenFile"}},
 		{"git batch window", "git: {batchWindow: soon}\n", nil, nil, []string{"soon", "Go duration"}},
 		{"two registries sources", "registries: [{prefix: ghcr.io}]\n", nil, map[string]string{RegistriesConfigEnv: "/x.yaml"}, []string{RegistriesConfigEnv, "one place"}},
 	}
@@ -303,6 +309,32 @@ func TestFlagsAreTyped(t *testing.T) {
 	}
 	if got := fs.Lookup("tag-ttl").DefValue; got != "2m" {
 		t.Errorf("--tag-ttl default %q", got)
+	}
+}
+
+// TestForgeFor: the longest prefix wins, and the repository's path on the
+// forge comes from https and scp-like URLs; a repository no prefix matches is
+// an error naming it and what is accepted.
+func TestForgeFor(t *testing.T) {
+	g := GitConfig{Forges: []GitForge{
+		{Prefix: "https://github.com/", Kind: "github", API: "https://api.github.com", TokenFile: "/a"},
+		{Prefix: "https://github.com/org/", Kind: "github", API: "https://ghe.example/api/v3", TokenFile: "/b"},
+		{Prefix: "git@gitlab.example:", Kind: "gitlab", API: "https://gitlab.example", TokenFile: "/c"},
+	}}
+	for _, tc := range []struct{ url, api, repo, err string }{
+		{url: "https://github.com/org/apps.git", api: "https://ghe.example/api/v3", repo: "org/apps"},
+		{url: "https://github.com/other/apps", api: "https://api.github.com", repo: "other/apps"},
+		{url: "git@gitlab.example:group/sub/apps.git", api: "https://gitlab.example", repo: "group/sub/apps"},
+		{url: "https://gitea.example/org/apps.git", err: "no forge is configured for repository https://gitea.example/org/apps.git"},
+		{url: "https://github.com/apps.git", err: `path "apps" is not owner/name`},
+	} {
+		f, repo, err := g.ForgeFor(tc.url)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: %v, want an error containing %q", tc.url, err, tc.err)
+		case tc.err == "" && (err != nil || f.API != tc.api || repo != tc.repo):
+			t.Errorf("%s: %s %q %v, want %s %q", tc.url, f.API, repo, err, tc.api, tc.repo)
+		}
 	}
 }
 
