@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin/forge"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin/forge/forgetest"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin/gittest"
@@ -117,5 +120,27 @@ func TestPullRequestsOnGitHubAndGitLab(t *testing.T) {
 			}
 			g.NoForcePush(t, "apps.git", "main")
 		})
+	}
+}
+
+// TestForgeObserver: forge requests are counted by forge kind, operation and
+// status, with "error" for no answer; observers of one registry share the
+// counter.
+func TestForgeObserver(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	gh, gl := ForgeObserver(reg, forge.KindGitHub), ForgeObserver(reg, forge.KindGitLab)
+	gh(forge.OpCreate, 201)
+	gh(forge.OpCreate, 201)
+	gh(forge.OpList, 0)
+	gl(forge.OpUpdate, 401)
+	want := `
+# HELP argocd_image_resolver_pin_forge_requests_total Requests to forges for pull requests of pins, by forge kind, operation and HTTP status (error: no answer).
+# TYPE argocd_image_resolver_pin_forge_requests_total counter
+argocd_image_resolver_pin_forge_requests_total{code="201",forge="github",operation="create pull request"} 2
+argocd_image_resolver_pin_forge_requests_total{code="401",forge="gitlab",operation="update pull request"} 1
+argocd_image_resolver_pin_forge_requests_total{code="error",forge="github",operation="list pull requests"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "argocd_image_resolver_pin_forge_requests_total"); err != nil {
+		t.Error(err)
 	}
 }
