@@ -46,7 +46,7 @@ vet:
 	@for m in . e2e e2e/argocd; do (cd $$m && $(GO) mod tidy -diff) || { echo "go mod tidy would change $$m/go.mod or go.sum (run go mod tidy there)"; exit 1; }; done
 
 test-unit:
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 30m ./...
 
 e2e-registry: $(REGISTRY_BIN)
 $(REGISTRY_BIN):

@@ -151,7 +151,7 @@ func (m *prMonorepo) newTagPass(tb testing.TB, md *monoDaemon, tag string, dayN 
 // forge API calls: one per pull request opened or updated, no listing (the
 // writer knows its pull requests); main gets no commit.
 func TestMonorepoPullRequests(t *testing.T) {
-	const apps = 12
+	const apps = 8
 	for _, tc := range []struct {
 		group          string
 		prs, callsEach int
@@ -225,7 +225,7 @@ func BenchmarkMonorepoPullRequests(b *testing.B) {
 // round ends with exactly one open pull request per app, carrying the new
 // tag (none lost, none doubled), and main never moves.
 func TestTwoDaemonsRacePullRequests(t *testing.T) {
-	const apps, rounds = 6, 5
+	const apps, rounds = 4, 3
 	m := newPRMonorepo(t, apps, pin.GroupApp)
 	mainTip := m.gitea.BranchSHA(t, m.repo, "main")
 	fast := withPinWriterOptions(pin.WithRetry(-1, 50*time.Millisecond))

@@ -15,7 +15,7 @@ import (
 func TestTwoWritersRacePullRequests(t *testing.T) {
 	g := giteatest.Shared(t)
 	p := g.Proxy(t)
-	const apps = 6
+	const apps = 4
 	files := map[string]string{}
 	for i := range apps {
 		files[fmt.Sprintf("apps/a%d/deployment.yaml", i)] = "kind: Deployment\n"
