@@ -341,33 +341,38 @@ func (w *Writer) write(ctx context.Context, key queueKey, edits []Edit) (Result,
 			return res, nil
 		}
 		last = aerr
-		branch := key.shownBranch()
-		if aerr.branch != "" {
-			branch = aerr.branch
-		}
-		if !aerr.local {
-			outcome := PushFailed
-			if aerr.kind == kindRejected {
-				outcome = PushRejected
-			}
-			w.metrics.pushes.WithLabelValues(outcome).Inc()
-		}
 		retry := aerr.kind != kindPermanent && n < w.attempts && ctx.Err() == nil
-		switch {
-		case aerr.local:
-			w.log.Warn("pins not committed", "repository", shown, "branch", branch, "error", aerr.err.Error())
-		case aerr.kind == kindRejected:
-			w.log.Info("pin push rejected: the branch moved since it was fetched", "repository", shown, "branch", branch,
-				"attempt", n, "attempts", w.attempts, "retry", retry, "reason", aerr.err.Error())
-		default:
-			w.log.Warn("pin push failed", "repository", shown, "branch", branch,
-				"attempt", n, "attempts", w.attempts, "retry", retry, "error", aerr.err.Error())
-		}
+		w.attemptFailed(rem, key, aerr, n, retry)
 		if !retry {
 			break
 		}
 	}
 	return res, w.failed(rem, key, res.Attempts, last, nil)
+}
+
+// attemptFailed counts and logs failed attempt n.
+func (w *Writer) attemptFailed(rem *remote, key queueKey, aerr *attemptError, n int, retry bool) {
+	branch := key.shownBranch()
+	if aerr.branch != "" {
+		branch = aerr.branch
+	}
+	if !aerr.local {
+		outcome := PushFailed
+		if aerr.kind == kindRejected {
+			outcome = PushRejected
+		}
+		w.metrics.pushes.WithLabelValues(outcome).Inc()
+	}
+	switch {
+	case aerr.local:
+		w.log.Warn("pins not committed", "repository", rem.shown, "branch", branch, "error", aerr.err.Error())
+	case aerr.kind == kindRejected:
+		w.log.Info("pin push rejected: the branch moved since it was fetched", "repository", rem.shown, "branch", branch,
+			"attempt", n, "attempts", w.attempts, "retry", retry, "reason", aerr.err.Error())
+	default:
+		w.log.Warn("pin push failed", "repository", rem.shown, "branch", branch,
+			"attempt", n, "attempts", w.attempts, "retry", retry, "error", aerr.err.Error())
+	}
 }
 
 // newTarget is what the attempts of a write to key work on.
