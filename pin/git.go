@@ -350,33 +350,6 @@ func (t *target) push(ctx context.Context, repo *git.Repository, rem *git.Remote
 	return nil
 }
 
-// maxServerSaid bounds what is kept of a server's progress messages.
-const maxServerSaid = 4 << 10
-
-// serverSaid keeps the first bytes of what a git server sends on its
-// progress channel during a push, where a refusal's reason comes (Gitea:
-// "error: Not allowed to push to protected branch main").
-type serverSaid struct{ b []byte }
-
-func (s *serverSaid) Write(p []byte) (int, error) {
-	if room := maxServerSaid - len(s.b); room > 0 {
-		s.b = append(s.b, p[:min(len(p), room)]...)
-	}
-	return len(p), nil
-}
-
-// errors is the server's error lines ("error: ..."), joined.
-func (s *serverSaid) errors() string {
-	var out []string
-	for _, l := range strings.Split(string(s.b), "\n") {
-		l = strings.TrimPrefix(strings.TrimSpace(l), "remote: ")
-		if msg, ok := strings.CutPrefix(l, "error:"); ok && strings.TrimSpace(msg) != "" {
-			out = append(out, strings.TrimSpace(msg))
-		}
-	}
-	return strings.Join(out, "; ")
-}
-
 // fetch fetches branch's tip into repo and returns it, with as much history as
 // reading holds needs (depth): a branch the remote does not have is
 // ErrBranchNotFound.
@@ -435,18 +408,6 @@ func (t *target) pushFailed(ctx context.Context, rem *git.Remote, branch string,
 	}
 	ae := t.remote.describe(fmt.Sprintf("push to branch %q", branch), err)
 	return ae
-}
-
-// refused says whether a push error is the server refusing the update (a
-// protected branch, a pre-receive hook) rather than the network failing.
-func refused(err error) bool {
-	msg := err.Error()
-	for _, s := range []string{"command error on", "unpack error", "pre-receive hook declined", "protected branch", "remote rejected"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
 }
 
 func short(h plumbing.Hash) string {
