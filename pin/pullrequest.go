@@ -167,6 +167,17 @@ func forgeBudget(n int) time.Duration {
 	return forge.DefaultTimeout * time.Duration(2+(n+prParallelism-1)/prParallelism)
 }
 
+// pushedOurs records the branches this writer's push created or moved (all
+// pushed groups when tips is nil, else those at our commit in tips): their
+// pull requests are this writer's to open, in this attempt or the next.
+func (p *prTarget) pushedOurs(groups []*prGroup, tips map[string]plumbing.Hash) {
+	for _, g := range groups {
+		if g.pushed && (tips == nil || tips[g.branch] == g.commit) {
+			p.w.prs.pending(p.remote.url, g.branch, g.commit, true)
+		}
+	}
+}
+
 // groups splits the edits into pull requests: one per app, or one for all.
 func (p *prTarget) groups(base string) ([]*prGroup, *attemptError) {
 	byName := map[string]*prGroup{}
@@ -321,12 +332,17 @@ func (p *prTarget) pushBranches(ctx context.Context, repo *git.Repository, rem *
 	}
 	err := repo.PushContext(ctx, opts)
 	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
+		p.pushedOurs(groups, nil)
 		return nil
 	}
 	tips, _, lerr := p.tips(ctx, rem)
 	if lerr != nil || ctx.Err() != nil {
 		return p.remote.describe("push the pull request branches", err)
 	}
+	// A push of several branches is not atomic: those that took this
+	// writer's commit are its own to open pull requests for, whatever the
+	// others did (commits name their writer, so a tip equal to ours is ours).
+	p.pushedOurs(groups, tips)
 	landed := true
 	for _, g := range groups {
 		if g.pushed && tips[g.branch] != g.commit {

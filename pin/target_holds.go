@@ -38,7 +38,7 @@ type Hold struct {
 var heldFields = []string{"reference", "commit", "reason"}
 
 // heldComment heads the held: key when the writer creates it.
-const heldComment = `Image references a person rolled back in git: argocd-image-resolver does not pin them
+const heldComment = `Image references a person rolled back in git: the resolver does not pin them
 again. Delete an entry to lift its hold; a newer reference lifts it by itself.`
 
 // checkHeldValue checks a value of a held entry: a string; the reference one
