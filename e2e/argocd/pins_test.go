@@ -47,8 +47,9 @@ func waitGit(t *testing.T, lab *Lab, what string, ok func() bool) {
 // sidecar commits the pins to the app's branch; Argo CD (told by the git host's
 // push webhook, as a real install is) renders that commit from the pins. A new
 // tag becomes a pin commit by the refresh loop, which Argo CD renders by itself
-// (no hard refresh); `git revert` of that commit brings the old image back, and
-// the reverted pin is not committed again.
+// (no hard refresh); `git revert` of that commit brings the old image back, the
+// sidecar records the reverted reference under held: in one commit, and never
+// pins it again.
 func testPinsInGit(t *testing.T, lab *Lab) {
 	// The app's own directory, so that other scenarios' apps see no pins.
 	work := lab.GitWork
@@ -121,6 +122,15 @@ func testPinsInGit(t *testing.T, lab *Lab) {
 		}
 		return SyncStatus("OutOfSync")(a)
 	})
+	// The revert is held in git: one commit records web 1.6.0 under held: (the
+	// pin stays 1.5.0), and nothing after it pins 1.6.0 again.
+	commits = len(gitLog(t, lab))
+	waitGit(t, lab, "the hold commit", func() bool { return len(gitLog(t, lab)) > commits })
+	pins = gitShow(t, lab, "apps/pinned/"+pinsFile)
+	if log := gitLog(t, lab); !strings.HasPrefix(log[0], "argocd-image-resolver: hold web 1.6.0") ||
+		!strings.Contains(pins, "reference: "+webRepo+":1.5.0") || !strings.Contains(pins, "held:") || !strings.Contains(pins, "reference: "+webRepo+":1.6.0") {
+		t.Fatalf("after the revert, commit %q, pins file:\n%s", log[0], pins)
+	}
 	commits = len(gitLog(t, lab))
 	time.Sleep(5 * time.Second) // a few passes of the loop past the tag TTL
 	if n := len(gitLog(t, lab)); n != commits {
