@@ -116,6 +116,7 @@ func testPinsInGit(t *testing.T, lab *Lab) {
 			t.Fatal(err)
 		}
 	}
+	afterRevert := len(gitLog(t, lab)) // the hold commit may land before Argo CD renders the revert
 	waitApp(t, lab, "pinned", "OutOfSync with 1.5.0 after the revert", func(a *Application) error {
 		if !strings.Contains(strings.Join(get(t, manifests(t, lab, "pinned"), "Deployment/web").Images(), " "), webRepo+":1.5.0") {
 			return ErrNotYet
@@ -124,8 +125,7 @@ func testPinsInGit(t *testing.T, lab *Lab) {
 	})
 	// The revert is held in git: one commit records web 1.6.0 under held: (the
 	// pin stays 1.5.0), and nothing after it pins 1.6.0 again.
-	commits = len(gitLog(t, lab))
-	waitGit(t, lab, "the hold commit", func() bool { return len(gitLog(t, lab)) > commits })
+	waitGit(t, lab, "the hold commit", func() bool { return len(gitLog(t, lab)) > afterRevert })
 	pins = gitShow(t, lab, "apps/pinned/"+pinsFile)
 	if log := gitLog(t, lab); !strings.HasPrefix(log[0], "argocd-image-resolver: hold web 1.6.0") ||
 		!strings.Contains(pins, "reference: "+webRepo+":1.5.0") || !strings.Contains(pins, "held:") || !strings.Contains(pins, "reference: "+webRepo+":1.6.0") {
