@@ -57,6 +57,18 @@ func Announcements(repoRoot, appDir string) ([]ParameterAnnouncement, error) {
 		return nil, err
 	}
 
+	anns := []ParameterAnnouncement{imageListAnnouncement(pol)}
+	anns = append(anns, keyAnnouncements("", "all images (default)", nil)...)
+	for _, ip := range pol.Images {
+		anns = append(anns, keyAnnouncements(ip.Alias+".", ip.Alias, &ip)...)
+	}
+	anns = append(anns, pinAnnouncements(pol)...)
+	return append(anns, renderAnnouncements()...), nil
+}
+
+// imageListAnnouncement is image-list, prefilled with the policy file's images
+// as alias=repository[:constraint].
+func imageListAnnouncement(pol *AppPolicy) ParameterAnnouncement {
 	var list []string
 	for _, ip := range pol.Images {
 		e := ip.Alias + "=" + ip.Written
@@ -65,19 +77,19 @@ func Announcements(repoRoot, appDir string) ([]ParameterAnnouncement, error) {
 		}
 		list = append(list, e)
 	}
-	anns := []ParameterAnnouncement{{
+	return ParameterAnnouncement{
 		Name:           ParamImageList,
 		Title:          "Images",
 		Tooltip:        "Images to resolve, one per item: " + imageListAccepted + ". An entry overrides the image and constraint of its alias in " + PolicyFileName + ".",
 		ItemType:       "string",
 		CollectionType: "array",
 		Array:          list,
-	}}
-	anns = append(anns, keyAnnouncements("", "all images (default)", nil)...)
-	for _, ip := range pol.Images {
-		anns = append(anns, keyAnnouncements(ip.Alias+".", ip.Alias, &ip)...)
 	}
-	anns = append(anns,
+}
+
+// pinAnnouncements are the pin settings, prefilled where they apply.
+func pinAnnouncements(pol *AppPolicy) []ParameterAnnouncement {
+	return []ParameterAnnouncement{
 		ParameterAnnouncement{
 			Name:           ParamPinMode,
 			Title:          "Pin mode",
@@ -118,6 +130,12 @@ func Announcements(repoRoot, appDir string) ([]ParameterAnnouncement, error) {
 			CollectionType: "string",
 			String:         pinPRGroupDefault(pol),
 		},
+	}
+}
+
+// renderAnnouncements are the refresh and Helm settings.
+func renderAnnouncements() []ParameterAnnouncement {
+	return []ParameterAnnouncement{
 		ParameterAnnouncement{
 			Name:           ParamRefresh,
 			Title:          "Refresh on new images",
@@ -147,8 +165,7 @@ func Announcements(repoRoot, appDir string) ([]ParameterAnnouncement, error) {
 			ItemType:       "string",
 			CollectionType: "string",
 		},
-	)
-	return anns, nil
+	}
 }
 
 // keyAnnouncements announces the per-image keys with prefix ("" for the
