@@ -173,7 +173,7 @@ func forgeBudget(n int) time.Duration {
 func (p *prTarget) pushedOurs(groups []*prGroup, tips map[string]plumbing.Hash) {
 	for _, g := range groups {
 		if g.pushed && (tips == nil || tips[g.branch] == g.commit) {
-			p.w.prs.pending(p.remote.url, g.branch, g.commit, true)
+			p.w.prs.markPushed(p.remote.url, g.branch, g.commit)
 		}
 	}
 }

@@ -77,7 +77,7 @@ func (p *prTarget) ensureOne(ctx context.Context, base string, g *prGroup, byHea
 	if err != nil {
 		return res, err
 	}
-	pending := p.w.prs.pending(p.remote.url, g.branch, g.commit, g.pushed)
+	pending := p.w.prs.isPending(p.remote.url, g.branch, g.commit)
 	listed, isOpen := byHead[g.branch]
 	known, said := p.w.prs.number(p.remote.url, g.branch)
 	var pr forge.PullRequest
@@ -189,21 +189,24 @@ func (k *knownPRs) number(repo, branch string) (int, [sha256.Size]byte) {
 	return pr.number, pr.spec
 }
 
-// pending reports whether the pull request of branch at commit is still to be
-// opened: this writer pushed that commit (now, or in an earlier attempt whose
-// pull request failed).
-func (k *knownPRs) pending(repo, branch string, commit plumbing.Hash, pushed bool) bool {
+// markPushed records that this writer pushed commit to branch: its pull
+// request is this writer's to open, in this attempt or the next.
+func (k *knownPRs) markPushed(repo, branch string, commit plumbing.Hash) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	key := repo + "\x00" + branch
-	if pushed {
-		if k.toOpen == nil {
-			k.toOpen = map[string]plumbing.Hash{}
-		}
-		k.toOpen[key] = commit
-		return true
+	if k.toOpen == nil {
+		k.toOpen = map[string]plumbing.Hash{}
 	}
-	return k.toOpen[key] == commit
+	k.toOpen[repo+"\x00"+branch] = commit
+}
+
+// isPending reports whether the pull request of branch at commit is still to
+// be opened by this writer (it pushed that commit: now, or in an earlier
+// attempt whose pull request failed).
+func (k *knownPRs) isPending(repo, branch string, commit plumbing.Hash) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.toOpen[repo+"\x00"+branch] == commit
 }
 
 // opened records branch's open pull request and the title and body it has.
