@@ -1,6 +1,7 @@
 package giteatest
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -112,10 +113,29 @@ func (g *Gitea) OpenPullRequest(t testing.TB, repo, head, base, title string) in
 
 // MergePullRequest merges repo's pull request n (a merge commit) as a
 // reviewer would, once Gitea has found it mergeable.
+//
+// Gitea re-checks every open pull request of a base branch when that branch
+// moves, and refuses a merge with 405 "Please try again later" while the check
+// runs (even right after the pull request read as mergeable), so such a
+// refusal is retried for up to a minute.
 func (g *Gitea) MergePullRequest(t testing.TB, repo string, n int) {
 	t.Helper()
-	g.WaitPullRequest(t, repo, n, "mergeable", func(p PullRequest) bool { return p.Mergeable || p.Merged })
-	g.API(t, http.MethodPost, fmt.Sprintf("/repos/%s/pulls/%d/merge", repo, n), map[string]any{"Do": "merge"}, nil)
+	path := fmt.Sprintf("/repos/%s/pulls/%d/merge", repo, n)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if p := g.WaitPullRequest(t, repo, n, "mergeable", func(p PullRequest) bool { return p.Mergeable || p.Merged }); p.Merged {
+			return
+		}
+		err := g.call(t.Context(), http.MethodPost, path, map[string]any{"Do": "merge"}, nil, false)
+		var apiErr *APIError
+		if err == nil {
+			return
+		}
+		if !errors.As(err, &apiErr) || apiErr.Status != http.StatusMethodNotAllowed || time.Now().After(deadline) {
+			t.Fatalf("giteatest: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // WaitPullRequest polls repo's pull request n until ok holds (what names
