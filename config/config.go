@@ -105,6 +105,13 @@ type Config struct {
 	// stopped by killing its worker (a Helm template cannot be stopped otherwise).
 	RenderWorkers      int
 	RenderWorkerMemory int64
+	// MemoryBudget is the memory of the daemon and its workers together (0: the
+	// container's, found at start: GOMEMLIMIT, else the cgroup limit). DaemonMemory
+	// is the daemon's share; renders are admitted against the rest, RenderQueue
+	// of them waiting at most.
+	MemoryBudget int64
+	DaemonMemory int64
+	RenderQueue  int
 
 	// Bounds of registry answers: tag list pages, tags and bytes per page (after
 	// decompression), and per request the time to the response header and overall.
@@ -121,7 +128,7 @@ const DefaultRenderTimeout = 45 * time.Second
 
 // DefaultRenderWorkers is how many renders the daemon runs at once, each in a
 // worker process of its own.
-const DefaultRenderWorkers = 4
+const DefaultRenderWorkers = 3
 
 // Values of Refresh.
 const (
@@ -162,7 +169,9 @@ func DefaultConfig() Config {
 		Redis:                 DefaultRedisConfig(),
 		Trust:                 DefaultTrustConfig(),
 		RenderWorkers:         DefaultRenderWorkers,
-		RenderWorkerMemory:    render.DefaultWorkerMemory,
+		RenderWorkerMemory:    DefaultRenderWorkerMemory,
+		DaemonMemory:          DefaultDaemonMemory,
+		RenderQueue:           DefaultRenderQueue,
 		TagListMaxPages:       resolve.DefaultMaxTagPages,
 		TagListMaxTags:        resolve.DefaultMaxTags,
 		TagListMaxPageSize:    resolve.DefaultMaxTagPageBytes,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -144,8 +145,11 @@ extraImagePaths:                       # image fields of custom resources (defau
   - Workflow.argoproj.io:spec.templates[].container.image
 kustomizeRemoteHosts: [github.com]     # hosts Kustomize remote resources and bases may come from (default: none, all refused)
 renderTimeout: 45s                     # bound on one render (Argo CD kills a plugin after 90s)
-renderWorkers: 4                       # daemon renders at once, each in a worker process stopped at the deadline
-renderWorkerMemory: 1GiB               # a render's worker above this memory is stopped
+renderWorkers: 3                       # daemon renders at once, each in a worker process stopped at the deadline
+renderWorkerMemory: 256MiB             # a render's worker above this memory is stopped
+memoryBudget: auto                     # daemon and workers together; auto: GOMEMLIMIT, else the cgroup limit
+daemonMemory: 256MiB                   # the daemon's own share; renders are admitted against the rest
+renderQueue: 16                        # renders waiting for memory at most; past it refused at once
 tagListMaxPages: 1000                  # bounds of registry answers: a cap fails the resolution, naming it
 tagListMaxTags: 500000
 tagListMaxPageSize: 4MiB
@@ -385,7 +389,7 @@ func Settings() []Setting {
 				return nil
 			},
 			get: func(c *Config) string { return strconv.Itoa(c.MaxTrackedApps) }},
-	}, append(redisSettings(), trustSettings()...)...)
+	}, slices.Concat(memorySettings(), redisSettings(), trustSettings())...)
 }
 
 func settingByKey(key string) (Setting, bool) {

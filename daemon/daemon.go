@@ -61,6 +61,9 @@ type Daemon struct {
 	watch     *watchSaver // keeps the Tracker's watch list across restarts
 	pins      PinWriter
 	workers   *render.Workers // nil: renders in this process
+	// memory is the budget's split; admit admits renders against it.
+	memory MemoryPlan
+	admit  *admission
 	// batch resolves for renders and the socket API: each resolution in the
 	// daemon's time, so a cold one goes on after its caller's deadline.
 	batch    *detachedBatch
@@ -184,8 +187,13 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	d.batch = newDetachedBatch(d.life, d.Resolver, cfg.FetchTimeout)
 	d.batch.resolved = o.resolved
 	d.Server = NewServer(d.batch, d.Metrics, d.log)
+	if d.memory, err = PlanMemory(cfg); err != nil {
+		d.Registry.Close()
+		return nil, err
+	}
+	d.admit = newAdmission(d.memory, d.Metrics.Registry)
 	if o.worker != nil {
-		d.workers = render.NewWorkers(o.worker, cfg.RenderWorkers, render.WithWorkerMemory(cfg.RenderWorkerMemory))
+		d.workers = render.NewWorkers(workerWithMemoryLimit(o.worker, d.memory.Worker), d.memory.Workers, render.WithWorkerMemory(d.memory.Worker))
 	}
 	written := pin.WithOnWritten(func(repo, branch string, res pin.Result) {
 		if d.Refresher != nil && d.Refresher.landings != nil {
@@ -223,8 +231,9 @@ func (d *Daemon) socketHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", d.Server.Handler())
 	settings := compose.PipelineSettings(d.cfg)
+	settings.Renderer = admittedRenderer{r: render.InProcess{}, a: d.admit}
 	if d.workers != nil {
-		settings.Renderer = d.workers
+		settings.Renderer = admittedRenderer{r: d.workers, a: d.admit}
 	}
 	mux.Handle("POST "+api.PathGenerate, GenerateHandler(pipeline.New(d.batch, settings), d.afterRender, d.log))
 	return mux
@@ -362,7 +371,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		"refreshAhead", d.cfg.RefreshAhead, "manifestCacheSize", config.FormatSize(d.cfg.ManifestCacheSize),
 		"blobCacheSize", config.FormatSize(d.cfg.BlobCacheSize), "rateLimits", rateLimitsString(d.cfg.EffectiveRateLimits()),
 		"registryConcurrency", d.cfg.RegistryConcurrency, "registries", len(d.cfg.Registries), "refresh", refresh,
-		"renderWorkers", d.renderWorkers())
+		"renderWorkers", d.renderWorkers(), "memory", d.memory.String())
+	if d.memory.Lowered {
+		d.log.Warn("the memory budget holds fewer renders than renderWorkers", "renderWorkers", d.cfg.RenderWorkers,
+			"rendersAtOnce", d.memory.Workers, "memory", d.memory.String())
+	}
 
 	var err error
 	select {
@@ -397,7 +410,7 @@ func (d *Daemon) renderWorkers() string {
 	if d.workers == nil {
 		return "in process"
 	}
-	return fmt.Sprintf("%d, %s each", d.cfg.RenderWorkers, config.FormatSize(d.cfg.RenderWorkerMemory))
+	return fmt.Sprintf("%d, %s each", d.memory.Workers, config.FormatSize(d.memory.Worker))
 }
 
 // prepareSocket makes way for a new socket: it creates the directory (mode 0700)

@@ -20,3 +20,15 @@ func TuneGC() {
 		debug.SetGCPercent(DaemonGCPercent)
 	}
 }
+
+// LimitMemory sets this process's soft memory limit (the Go runtime's, as
+// GOMEMLIMIT does) to three quarters of the daemon's share of the memory
+// budget: the rest of the share is for what runs beside it in the container
+// (Argo CD's CMP server and its generate clients). GOMEMLIMIT in the
+// environment is the container's limit, the budget of every process in it:
+// left as the daemon's own, its heap could grow into the workers' memory.
+// The serving commands call it; tests, which run many daemons in one process,
+// do not.
+func (d *Daemon) LimitMemory() {
+	debug.SetMemoryLimit(d.memory.Daemon / 4 * 3)
+}

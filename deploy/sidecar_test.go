@@ -201,6 +201,7 @@ func checkDaemonContainer(t *testing.T, pod *corev1.PodSpec, c *corev1.Container
 		e.ValueFrom.ResourceFieldRef.Resource != "limits.memory" || e.ValueFrom.ResourceFieldRef.ContainerName != c.Name {
 		t.Errorf("GOMEMLIMIT %+v: want the sidecar's own limits.memory", e)
 	}
+	checkMemoryFits(t, c)
 
 	// Port names are the pod's: a Service's named targetPort takes the first container
 	// port of that name, so a duplicate would send the metrics Service elsewhere.

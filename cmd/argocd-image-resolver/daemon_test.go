@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
@@ -226,8 +227,15 @@ func TestDaemonStopsALoopingTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !strings.Contains(string(environ), "GOMEMLIMIT=") {
+		t.Error("render worker has no GOMEMLIMIT: its garbage collector would not work to stay under renderWorkerMemory")
+	}
 	for kv := range strings.SplitSeq(string(environ), "\x00") {
-		if k, _, _ := strings.Cut(kv, "="); kv != "" && k != "PATH" && k != "HOME" {
+		k, v, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "GOMEMLIMIT" && v != strconv.Itoa(config.DefaultRenderWorkerMemory/10*9):
+			t.Errorf("render worker's GOMEMLIMIT %s, want nine tenths of renderWorkerMemory", v)
+		case kv != "" && k != "PATH" && k != "HOME" && k != "GOMEMLIMIT":
 			t.Errorf("render worker inherited %s", k)
 		}
 	}

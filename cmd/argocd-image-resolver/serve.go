@@ -65,6 +65,7 @@ func newServeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			d.LimitMemory()
 			// cmd.Context() ends on SIGTERM/SIGINT: Run then stops gracefully.
 			return d.Run(cmd.Context())
 		},

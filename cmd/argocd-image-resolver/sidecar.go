@@ -91,6 +91,7 @@ func runSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, argv [
 	if err != nil {
 		return exitCode(err), err
 	}
+	d.LimitMemory()
 	if err := d.Listen(); err != nil {
 		return 1, fmt.Errorf("daemon: %w", err)
 	}
