@@ -114,7 +114,7 @@ func TestFilterOver100000TagsWithin10s(t *testing.T) {
 		{name: "pathological allow-tags refused", spec: resolve.PolicySpec{AllowTags: pathologicalFilter},
 			errHas: []string{"allow-tags", pathologicalFilter, "273 instructions", "100000 tags", "11988590 bytes",
 				"at most 250000000", "tagFilterMaxCost", "narrow the expression or use a glob"}},
-		{name: "pathological ignore-tags refused", spec: resolve.PolicySpec{IgnoreTags: []string{"build-*", pathologicalFilter}},
+		{name: "pathological ignore-tags refused", spec: resolve.PolicySpec{IgnoreTags: []string{pathologicalFilter}},
 			errHas: []string{"ignore-tags", pathologicalFilter, "100000 tags", "tagFilterMaxCost"}},
 		{name: "raised bound: stopped at the deadline", spec: resolve.PolicySpec{AllowTags: pathologicalFilter},
 			opts: []resolve.ResolverOption{resolve.WithTagFilterMaxCost(1 << 50)}, timeout: 3 * time.Second,
