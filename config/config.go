@@ -120,6 +120,10 @@ type Config struct {
 	TagListMaxPageSize   int64
 	RequestHeaderTimeout time.Duration
 	RequestTimeout       time.Duration
+
+	// TagFilterMaxCost bounds the estimated cost of matching a policy's
+	// allow-tags/ignore-tags over a tag list (resolve.WithTagFilterMaxCost).
+	TagFilterMaxCost int
 }
 
 // DefaultRenderTimeout leaves the in-process fallback and Argo CD's own work room
@@ -177,5 +181,6 @@ func DefaultConfig() Config {
 		TagListMaxPageSize:    resolve.DefaultMaxTagPageBytes,
 		RequestHeaderTimeout:  resolve.DefaultResponseHeaderTimeout,
 		RequestTimeout:        resolve.DefaultRequestTimeout,
+		TagFilterMaxCost:      resolve.DefaultTagFilterMaxCost,
 	}
 }

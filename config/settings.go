@@ -153,6 +153,7 @@ renderQueue: 16                        # renders waiting for memory at most; pas
 tagListMaxPages: 1000                  # bounds of registry answers: a cap fails the resolution, naming it
 tagListMaxTags: 500000
 tagListMaxPageSize: 4MiB
+tagFilterMaxCost: 250000000            # allow-tags/ignore-tags size x bytes of the tags, at most (about 3s of a core)
 requestHeaderTimeout: 30s
 requestTimeout: 1m
 refresh: hard                          # when an app's resolution changes: hard (ask Argo CD to render it again) or off
@@ -372,6 +373,8 @@ func Settings() []Setting {
 			func(c *Config) *int { return &c.TagListMaxTags }),
 		sizeSetting("tagListMaxPageSize", "IMAGE_RESOLVER_TAG_LIST_MAX_PAGE_SIZE", "tag-list-max-page-size", "bytes of one tag list page at most, after decompression",
 			func(c *Config) *int64 { return &c.TagListMaxPageSize }),
+		intSetting("tagFilterMaxCost", "IMAGE_RESOLVER_TAG_FILTER_MAX_COST", "tag-filter-max-cost", "estimated cost of matching a policy's allow-tags/ignore-tags over a tag list at most: each filter's size (a regular expression's compiled instructions, a glob's characters) times the bytes of the tags; past it the resolution is refused, naming the filter",
+			func(c *Config) *int { return &c.TagFilterMaxCost }),
 		durationSetting("requestHeaderTimeout", "IMAGE_RESOLVER_REQUEST_HEADER_TIMEOUT", "request-header-timeout", "time a registry has to start answering one request",
 			func(c *Config) *time.Duration { return &c.RequestHeaderTimeout }, time.Second),
 		durationSetting("requestTimeout", "IMAGE_RESOLVER_REQUEST_TIMEOUT", "request-timeout", "time one registry request may take, body included",

@@ -179,12 +179,13 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		cache.WithMetrics(d.Metrics.Metrics),
 		cache.WithRedis(shared)}, o.cacheOpts...)...)
 	verdicts := cache.NewVerdicts(cache.VerdictOptions{Redis: shared, Metrics: d.Metrics.Metrics})
-	if d.Resolver, err = compose.NewResolver(cfg, d.Registry, verdicts, o.log, resolve.WithObserver(d.Metrics.observeResolution)); err != nil {
+	reads := newReadingRegistry(d.Registry) // tells a render that gave up whether the registry is still being read
+	if d.Resolver, err = compose.NewResolver(cfg, reads, verdicts, o.log, resolve.WithObserver(d.Metrics.observeResolution)); err != nil {
 		d.Registry.Close()
 		return nil, err
 	}
 	d.life, d.stopLife = context.WithCancel(context.Background())
-	d.batch = newDetachedBatch(d.life, d.Resolver, cfg.FetchTimeout)
+	d.batch = newDetachedBatch(d.life, d.Resolver, reads, cfg.FetchTimeout)
 	d.batch.resolved = o.resolved
 	d.Server = NewServer(d.batch, d.Metrics, d.log)
 	if d.memory, err = PlanMemory(cfg); err != nil {

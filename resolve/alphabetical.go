@@ -9,8 +9,10 @@ import (
 // alphabetical orders tags by byte order, the last one first.
 type alphabetical struct{}
 
-func (alphabetical) order(_ context.Context, tags []string, _ metaFunc) ([]string, []Rejection, error) {
+func (alphabetical) order(ctx context.Context, tags []string, _ metaFunc) ([]string, []Rejection, error) {
 	out := slices.Clone(tags)
-	slices.SortFunc(out, func(a, b string) int { return strings.Compare(b, a) })
+	if err := sortStopping(ctx, "sorting tags", out, func(a, b string) int { return strings.Compare(b, a) }); err != nil {
+		return nil, nil, err
+	}
 	return out, nil, nil
 }

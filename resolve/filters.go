@@ -13,10 +13,14 @@ type TagMatcher interface {
 	String() string
 }
 
-type regexpMatcher struct{ re *regexp.Regexp }
+type regexpMatcher struct {
+	re    *regexp.Regexp
+	insts int // the compiled program's size (0 for an identity matcher's)
+}
 
 func (m regexpMatcher) Match(tag string) bool { return m.re.MatchString(tag) }
 func (m regexpMatcher) String() string        { return "regexp:" + m.re.String() }
+func (m regexpMatcher) cost() int             { return m.insts }
 
 type globMatcher struct{ pattern string }
 
@@ -25,6 +29,7 @@ func (m globMatcher) Match(tag string) bool {
 	return ok
 }
 func (m globMatcher) String() string { return "glob:" + m.pattern }
+func (m globMatcher) cost() int      { return len(m.pattern) }
 
 type anyMatcher struct{}
 
@@ -99,11 +104,7 @@ func ParseAllowTags(s string) (TagMatcher, error) {
 	case s == "" || s == "any":
 		return anyMatcher{}, nil
 	case strings.HasPrefix(s, "regexp:"):
-		re, err := regexp.Compile(strings.TrimPrefix(s, "regexp:"))
-		if err != nil {
-			return nil, &InputError{Field: string(FieldAllowTags), Policy: FieldAllowTags, Value: s, Accepted: allowAccepted, Err: err}
-		}
-		return regexpMatcher{re}, nil
+		return compileFilter(FieldAllowTags, s, allowAccepted)
 	case strings.HasPrefix(s, "glob:"):
 		return parseGlob(FieldAllowTags, s, strings.TrimPrefix(s, "glob:"), allowAccepted)
 	}
@@ -123,11 +124,11 @@ func ParseIgnoreTags(values ...string) ([]TagMatcher, error) {
 			continue
 		}
 		if strings.HasPrefix(v, "regexp:") {
-			re, err := regexp.Compile(strings.TrimPrefix(v, "regexp:"))
+			m, err := compileFilter(FieldIgnoreTags, v, ignoreAccepted)
 			if err != nil {
-				return nil, &InputError{Field: string(FieldIgnoreTags), Policy: FieldIgnoreTags, Value: v, Accepted: ignoreAccepted, Err: err}
+				return nil, err
 			}
-			out = append(out, regexpMatcher{re})
+			out = append(out, m)
 			continue
 		}
 		for _, item := range strings.Split(v, ",") {

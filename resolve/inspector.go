@@ -25,7 +25,9 @@ type inspector struct {
 	mu      sync.Mutex
 	started map[string]bool
 	infos   map[string]*TagInfo
-	pages   sync.WaitGroup // page starts in progress
+	// listedBytes is the bytes of the tags of the pages seen so far.
+	listedBytes int
+	pages       sync.WaitGroup // page starts in progress
 }
 
 func (r *Resolver) newInspector(ctx context.Context, repo name.Repository, p *Policy) *inspector {
@@ -37,9 +39,23 @@ func (r *Resolver) newInspector(ctx context.Context, repo name.Repository, p *Po
 
 // page starts, in the background, the inspection of a listed page's tags that the
 // policy allows (a tagPages observer).
+// Its work over the page stops with the resolution's context or waiter, and it
+// matches no more pages once the tags listed so far are past the filters' cost
+// bound (the resolution refuses the policy when the list is read).
 func (in *inspector) page(tags []string) {
+	in.mu.Lock()
+	in.listedBytes += tagBytes(tags)
+	cost, _, _ := in.p.filterCost(in.listedBytes)
+	in.mu.Unlock()
+	if cost > in.r.filterMaxCost {
+		return
+	}
 	var allowed []string
+	stop := newStopper(in.ctx)
 	for _, t := range tags {
+		if stop.step() {
+			return
+		}
 		if ociTagOK(t) && !IsArtifactTag(t) {
 			if ok, _ := in.p.allowed(t); ok {
 				allowed = append(allowed, t)

@@ -2,7 +2,6 @@ package resolve
 
 import (
 	"context"
-	"slices"
 	"strings"
 )
 
@@ -20,18 +19,25 @@ func (newestBuild) order(ctx context.Context, tags []string, meta metaFunc) ([]s
 	}
 	var out []string
 	var rejected []Rejection
-	for _, t := range tags {
+	stop := newStopper(ctx)
+	for i, t := range tags {
+		if stop.step() {
+			return nil, nil, stop.err("reading build times", i, len(tags))
+		}
 		if infos[t].Created.IsZero() {
 			rejected = append(rejected, Rejection{Tag: t, Reason: "no build time in its config or annotations"})
 			continue
 		}
 		out = append(out, t)
 	}
-	slices.SortFunc(out, func(a, b string) int {
+	err = sortStopping(ctx, "sorting build times", out, func(a, b string) int {
 		if c := infos[b].Created.Compare(infos[a].Created); c != 0 {
 			return c
 		}
 		return strings.Compare(b, a)
 	})
+	if err != nil {
+		return nil, nil, err
+	}
 	return out, rejected, nil
 }

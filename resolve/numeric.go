@@ -3,7 +3,6 @@ package resolve
 import (
 	"cmp"
 	"context"
-	"slices"
 	"strings"
 )
 
@@ -11,26 +10,33 @@ import (
 // (7 and 007) break ties by tag string, greater first.
 type numeric struct{}
 
-func (numeric) order(_ context.Context, tags []string, _ metaFunc) ([]string, []Rejection, error) {
+func (numeric) order(ctx context.Context, tags []string, _ metaFunc) ([]string, []Rejection, error) {
 	type tn struct {
 		tag string
 		n   uint64
 	}
 	var ok []tn
 	var rejected []Rejection
-	for _, t := range tags {
+	stop := newStopper(ctx)
+	for i, t := range tags {
+		if stop.step() {
+			return nil, nil, stop.err("parsing integers", i, len(tags))
+		}
 		if n, isNum := parseNumeric(t); isNum {
 			ok = append(ok, tn{t, n})
 		} else {
 			rejected = append(rejected, Rejection{Tag: t, Reason: "not an integer"})
 		}
 	}
-	slices.SortFunc(ok, func(a, b tn) int {
+	err := sortStopping(ctx, "sorting integers", ok, func(a, b tn) int {
 		if c := cmp.Compare(b.n, a.n); c != 0 {
 			return c
 		}
 		return strings.Compare(b.tag, a.tag)
 	})
+	if err != nil {
+		return nil, nil, err
+	}
 	out := make([]string, len(ok))
 	for i, x := range ok {
 		out[i] = x.tag

@@ -96,6 +96,7 @@ type Resolver struct {
 	verifier         SignatureVerifier
 	requiredTrust    RequiredTrust
 	verifyCandidates int
+	filterMaxCost    int // bound of a policy's filters' estimated cost over a tag list
 
 	// slots bounds the tags inspected at once per registry host across every
 	// resolution of this Resolver (concurrency each): 500 cold resolutions at once
@@ -175,7 +176,8 @@ func WithVerifyCandidates(n int) ResolverOption {
 
 // NewResolver returns a Resolver reading from reg.
 func NewResolver(reg Registry, opts ...ResolverOption) *Resolver {
-	r := &Resolver{reg: reg, concurrency: 8, slots: map[string]chan struct{}{}, verifyCandidates: DefaultVerifyCandidates}
+	r := &Resolver{reg: reg, concurrency: 8, slots: map[string]chan struct{}{}, verifyCandidates: DefaultVerifyCandidates,
+		filterMaxCost: DefaultTagFilterMaxCost}
 	for _, o := range opts {
 		o(r)
 	}
@@ -252,22 +254,18 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 			}
 		}
 		tags = skipInvalidTags(res, tags)
-	}
-
-	var allowed []string
-	for _, t := range tags {
-		if IsArtifactTag(t) {
-			res.Rejected = append(res.Rejected, Rejection{Tag: t, Reason: artifactTagReason})
-		} else if ok, why := p.allowed(t); ok {
-			allowed = append(allowed, t)
-		} else {
-			res.Rejected = append(res.Rejected, Rejection{Tag: t, Reason: why})
+		if err := r.checkFilterCost(p, res.Image, tags); err != nil {
+			return nil, err
 		}
 	}
 
+	allowed, err := filterTags(ctx, p, res, tags)
+	if err != nil {
+		return nil, stoppedIn(res.Image, err)
+	}
 	ordered, rejected, err := p.order.order(ctx, allowed, in.meta)
 	if err != nil {
-		return nil, err
+		return nil, stoppedIn(res.Image, err)
 	}
 	res.Rejected = append(res.Rejected, rejected...)
 	res.Candidates = len(ordered)
@@ -276,6 +274,41 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 	}
 	w := walk{r: r, in: in, repo: repo, p: p, trust: trust, listed: listed, res: res}
 	return w.run(ctx, ordered)
+}
+
+// filterTags is the tags allow-tags and ignore-tags let through, recording in res
+// why each other one was rejected; it stops with ctx or its waiter.
+func filterTags(ctx context.Context, p *Policy, res *Result, tags []string) ([]string, error) {
+	var allowed []string
+	s := newStopper(ctx)
+	for i, t := range tags {
+		if s.step() {
+			return nil, s.err(filterStep(p), i, len(tags))
+		}
+		if IsArtifactTag(t) {
+			res.Rejected = append(res.Rejected, Rejection{Tag: t, Reason: artifactTagReason})
+		} else if ok, why := p.allowed(t); ok {
+			allowed = append(allowed, t)
+		} else {
+			res.Rejected = append(res.Rejected, Rejection{Tag: t, Reason: why})
+		}
+	}
+	return allowed, nil
+}
+
+// filterStep names the filtering of p, for a StoppedError.
+func filterStep(p *Policy) string {
+	_, worst, field := p.filterCost(1)
+	return fmt.Sprintf("matching %s %s", field, quoteTrunc(worst.String(), 120))
+}
+
+// stoppedIn names image in a *StoppedError err is; other errors pass through.
+func stoppedIn(image string, err error) error {
+	var se *StoppedError
+	if errors.As(err, &se) && se.Image == "" {
+		se.Image = image
+	}
+	return err
 }
 
 // trustFor is the signature requirement of a resolution: the operator's for the

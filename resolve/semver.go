@@ -2,7 +2,6 @@ package resolve
 
 import (
 	"context"
-	"slices"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
@@ -17,14 +16,18 @@ type semverStrategy struct {
 	raw string
 }
 
-func (s semverStrategy) order(_ context.Context, tags []string, _ metaFunc) ([]string, []Rejection, error) {
+func (s semverStrategy) order(ctx context.Context, tags []string, _ metaFunc) ([]string, []Rejection, error) {
 	type tv struct {
 		tag string
 		v   *semver.Version
 	}
 	var ok []tv
 	var rejected []Rejection
-	for _, t := range tags {
+	stop := newStopper(ctx)
+	for i, t := range tags {
+		if stop.step() {
+			return nil, nil, stop.err("parsing semantic versions", i, len(tags))
+		}
 		v, err := semver.NewVersion(t)
 		switch {
 		case err != nil:
@@ -37,12 +40,15 @@ func (s semverStrategy) order(_ context.Context, tags []string, _ metaFunc) ([]s
 			ok = append(ok, tv{t, v})
 		}
 	}
-	slices.SortFunc(ok, func(a, b tv) int {
+	err := sortStopping(ctx, "sorting semantic versions", ok, func(a, b tv) int {
 		if c := b.v.Compare(a.v); c != 0 {
 			return c
 		}
 		return strings.Compare(b.tag, a.tag)
 	})
+	if err != nil {
+		return nil, nil, err
+	}
 	out := make([]string, len(ok))
 	for i, x := range ok {
 		out[i] = x.tag

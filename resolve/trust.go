@@ -108,7 +108,7 @@ func parseIdentityMatcher(field PolicyField, v, accepted string) (StringMatcher,
 	if err != nil {
 		return nil, &InputError{Field: string(field), Policy: field, Value: v, Accepted: accepted, Err: err}
 	}
-	return regexpMatcher{re}, nil
+	return regexpMatcher{re: re}, nil
 }
 
 // Trust is a checked signature requirement. Keyless: a signature's certificate

@@ -65,6 +65,7 @@ func NewResolver(c config.Config, reg resolve.Registry, verdicts resolve.Verdict
 		resolve.WithSignatureVerifier(v),
 		resolve.WithRequiredTrust(table.RequiredTrust),
 		resolve.WithVerifyCandidates(c.Trust.VerifyCandidates),
+		resolve.WithTagFilterMaxCost(c.TagFilterMaxCost),
 	}
 	return resolve.NewResolver(reg, append(base, opts...)...), nil
 }

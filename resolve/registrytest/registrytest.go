@@ -164,6 +164,12 @@ type Server struct {
 	tokens   map[string]time.Time
 	closing  chan struct{} // closed by Close: releases hanging handlers
 	onReq    func(r Request, total int)
+
+	// writes counts the inner registry's writes (twice each: as it begins and
+	// ends); tagLists holds each repository's sorted tags as of a count.
+	writes   atomic.Uint64
+	tagsMu   sync.Mutex
+	tagLists map[string]sortedTags
 }
 
 // New starts a Server that is closed when the test ends.
@@ -191,7 +197,7 @@ func NewServer(opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("page size %d: must be >= 0", s.cfg.pageSize)
 	}
 	s.latency.Store(int64(s.cfg.latency))
-	s.inner = registry.New(registry.Logger(log.New(io.Discard, "", 0)), registry.WithReferrersSupport(!s.cfg.noReferrers))
+	s.inner = writeCounter{h: registry.New(registry.Logger(log.New(io.Discard, "", 0)), registry.WithReferrersSupport(!s.cfg.noReferrers)), n: &s.writes}
 	s.seed = handlerTransport{h: s.inner}
 
 	s.srv = httptest.NewUnstartedServer(s)

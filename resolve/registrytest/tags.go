@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"sync/atomic"
 )
 
 type tagList struct {
@@ -33,27 +34,10 @@ func (s *Server) serveTags(w http.ResponseWriter, r *http.Request, repo string) 
 		n = v
 	}
 
-	// The full, sorted list from the inner registry.
-	rec, err := s.innerDo(http.MethodGet, "/v2/"+repo+"/tags/list", nil, nil)
-	if err != nil {
-		writeError(w, r, http.StatusInternalServerError, "UNKNOWN", err.Error(), nil)
+	tags, ok := s.allTags(w, r, repo)
+	if !ok {
 		return
 	}
-	if rec.Code != http.StatusOK {
-		for k, v := range rec.Header() {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(rec.Code)
-		_, _ = w.Write(rec.Body.Bytes())
-		return
-	}
-	var all tagList
-	if err := json.Unmarshal(rec.Body.Bytes(), &all); err != nil {
-		writeError(w, r, http.StatusInternalServerError, "UNKNOWN", err.Error(), nil)
-		return
-	}
-	tags := all.Tags
-	sort.Strings(tags)
 
 	if last := q.Get("last"); last != "" {
 		i := sort.SearchStrings(tags, last)
@@ -94,6 +78,65 @@ func (s *Server) serveTags(w http.ResponseWriter, r *http.Request, repo string) 
 	body = append(body, '\n')
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
+}
+
+// sortedTags is a repository's sorted tag list as of a count of writes.
+type sortedTags struct {
+	writes uint64
+	tags   []string
+}
+
+// writeCounter counts the writes of the inner registry as they begin and end.
+type writeCounter struct {
+	h http.Handler
+	n *atomic.Uint64
+}
+
+func (c writeCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		c.n.Add(1)
+		defer c.n.Add(1)
+	}
+	c.h.ServeHTTP(w, r)
+}
+
+// allTags is the full, sorted list of repo from the inner registry, listed again
+// only after a write (a 100,000-tag list is paged through without listing and
+// sorting it for every page); false when it answered w with an error.
+func (s *Server) allTags(w http.ResponseWriter, r *http.Request, repo string) ([]string, bool) {
+	writes := s.writes.Load()
+	s.tagsMu.Lock()
+	c, ok := s.tagLists[repo]
+	s.tagsMu.Unlock()
+	if ok && c.writes == writes {
+		return c.tags, true
+	}
+	rec, err := s.innerDo(http.MethodGet, "/v2/"+repo+"/tags/list", nil, nil)
+	if err != nil {
+		writeError(w, r, http.StatusInternalServerError, "UNKNOWN", err.Error(), nil)
+		return nil, false
+	}
+	if rec.Code != http.StatusOK {
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+		return nil, false
+	}
+	var all tagList
+	if err := json.Unmarshal(rec.Body.Bytes(), &all); err != nil {
+		writeError(w, r, http.StatusInternalServerError, "UNKNOWN", err.Error(), nil)
+		return nil, false
+	}
+	sort.Strings(all.Tags)
+	s.tagsMu.Lock()
+	if s.tagLists == nil {
+		s.tagLists = map[string]sortedTags{}
+	}
+	s.tagLists[repo] = sortedTags{writes: writes, tags: all.Tags}
+	s.tagsMu.Unlock()
+	return all.Tags, true
 }
 
 // TagsBody is a tags/list answer body listing tags as given, without checking
