@@ -113,7 +113,9 @@ func newOtherHost(t *testing.T, code int) *otherHost {
 	return o
 }
 
-func (o *otherHost) url() string { return strings.Replace(o.URL, "127.0.0.1", "localhost", 1) + appPath }
+func (o *otherHost) url() string {
+	return strings.Replace(o.URL, "127.0.0.1", "localhost", 1) + appPath
+}
 
 func TestRedirectIsRefused(t *testing.T) {
 	for _, tc := range []struct {
