@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/kubeapi"
 )
 
 // Argo CD's refresh annotation and the value that bypasses its manifest cache.
@@ -39,7 +41,8 @@ const (
 var applications = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
 
 // ErrAppGone is wrapped by the error of a refresh of an Application that does not
-// exist (deleted, or renamed).
+// exist (deleted, or renamed): the API server itself answered 404. An answer
+// reached through a redirect is never taken for it (redirects are refused).
 var ErrAppGone = errors.New("application not found")
 
 // ErrNoCluster is returned by LoadConfig outside a cluster with no KUBECONFIG.
@@ -100,13 +103,18 @@ type Kubernetes struct {
 
 // NewKubernetes returns a Kubernetes notifier talking to the API of cfg. It needs
 // get and patch on applications.argoproj.io in the namespaces of the apps it
-// refreshes (deploy/rbac.yaml).
+// refreshes (deploy/rbac.yaml). Answers are bounded (kubeapi.MaxBody) and
+// redirects refused: the ServiceAccount token goes to the API server only.
 func NewKubernetes(cfg *rest.Config) (*Kubernetes, error) {
 	c := rest.CopyConfig(cfg)
 	if c.UserAgent == "" {
 		c.UserAgent = "argocd-image-resolver"
 	}
-	dc, err := dynamic.NewForConfig(c)
+	hc, err := kubeapi.HTTPClient(c, kubeapi.MaxBody)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dc, err := dynamic.NewForConfigAndClient(c, hc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}

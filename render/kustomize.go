@@ -132,7 +132,7 @@ type guardedFS struct {
 	remote *remoteFetcher // nil: no remote host allowed
 	mu     sync.Mutex
 	err    error
-	mounts map[string]*remoteTree // fetched trees by the directory they appear at
+	mounts map[string]*mountedTree // fetched trees by the directory they appear at
 }
 
 func (f *guardedFS) refuse(e error) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
@@ -87,7 +88,11 @@ func leavesTree(dir, mount, ref string) bool {
 }
 
 // fetchEntry fetches the remote entry r of the file at path and returns the path,
-// relative to the file's directory, where kustomize finds it.
+// relative to the file's directory, where kustomize finds it. Each entry appears
+// at a directory of its own (remoteDirName/<id of the entry>), so the path of a
+// file says which remote entries led to it: a git base that one of them is
+// already (the same commit and directory, however its URL is spelled) is a
+// cycle, refused at once with the chain of entries.
 func (f *guardedFS) fetchEntry(path string, r pathRef) (string, error) {
 	if f.remote == nil {
 		return "", fmt.Errorf("%w (git or HTTP URLs: no network and no git in the sidecar unless the operator lists the host in kustomizeRemoteHosts); vendor it into the repository and refer to it by a relative path", ErrRemote)
@@ -96,14 +101,76 @@ func (f *guardedFS) fetchEntry(path string, r pathRef) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	mount := filepath.Join(filepath.Dir(path), remoteDirName, t.id)
+	m := &mountedTree{remoteTree: t, entry: redactRef(r.ref)}
+	if t.commit != "" {
+		m.base = t.commit + "//" + t.sub
+	}
+	if err := f.checkCycle(path, m); err != nil {
+		return "", err
+	}
+	dir := treeID(t.id + "//" + t.sub)
+	mount := filepath.Join(filepath.Dir(path), remoteDirName, dir)
 	f.mu.Lock()
 	if f.mounts == nil {
-		f.mounts = map[string]*remoteTree{}
+		f.mounts = map[string]*mountedTree{}
 	}
-	f.mounts[mount] = t
+	f.mounts[mount] = m
 	f.mu.Unlock()
-	return filepath.ToSlash(filepath.Join(remoteDirName, t.id, t.sub)), nil
+	return filepath.ToSlash(filepath.Join(remoteDirName, dir, t.sub)), nil
+}
+
+// mountedTree is a fetched tree where kustomize sees it, for one remote entry.
+type mountedTree struct {
+	*remoteTree
+	entry string // the entry as written, without a URL's password
+	base  string // a git base: "<commit>//<directory>"; "" for a file
+}
+
+// checkCycle refuses m, an entry of the file at path, when it is a git base that
+// led to path already.
+func (f *guardedFS) checkCycle(path string, m *mountedTree) error {
+	if m.base == "" {
+		return nil
+	}
+	chain := f.entriesTo(path)
+	for i, c := range chain {
+		if c.base != m.base {
+			continue
+		}
+		var names []string
+		for _, e := range append(chain[i:], m) {
+			names = append(names, e.entry)
+		}
+		same := ""
+		if c.entry != m.entry {
+			same = fmt.Sprintf("; %s is %s again", m.entry, c.entry)
+		}
+		return fmt.Errorf("%w: a cycle of remote bases: %s (commit %s, directory %q%s)",
+			ErrRemoteFetch, strings.Join(names, " -> "), m.commit, "/"+m.sub, same)
+	}
+	return nil
+}
+
+// entriesTo are the remote entries that led to path, the outermost first.
+func (f *guardedFS) entriesTo(path string) []*mountedTree {
+	if !strings.Contains(path, remoteDirName) {
+		return nil
+	}
+	p := filepath.Clean(path)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var dirs []string
+	for d := range f.mounts {
+		if strings.HasPrefix(p, d+string(filepath.Separator)) {
+			dirs = append(dirs, d)
+		}
+	}
+	slices.SortFunc(dirs, func(a, b string) int { return len(a) - len(b) })
+	out := make([]*mountedTree, len(dirs))
+	for i, d := range dirs {
+		out[i] = f.mounts[d]
+	}
+	return out
 }
 
 // virtual returns where path is in the fetched trees' memory, when it is inside

@@ -55,6 +55,7 @@ type remoteFetcher struct {
 
 	mu      sync.Mutex
 	fetched map[string]*remoteTree // by entry and role
+	repos   map[string]gitTree     // fetched git trees by canonicalRepo and ref
 	order   []*remoteTree          // as fetched, for the render's report
 }
 
@@ -72,7 +73,7 @@ func newRemoteFetcher(ctx context.Context, hosts []RemoteHost) *remoteFetcher {
 	if len(hosts) == 0 {
 		return nil
 	}
-	r := &remoteFetcher{ctx: ctx, hosts: hosts, mem: filesys.MakeFsInMemory(), fetched: map[string]*remoteTree{}}
+	r := &remoteFetcher{ctx: ctx, hosts: hosts, mem: filesys.MakeFsInMemory(), fetched: map[string]*remoteTree{}, repos: map[string]gitTree{}}
 	r.netLeft.Store(maxRemoteNetBytes)
 	r.heldLeft.Store(maxRemoteHeldBytes)
 	r.transport = &http.Transport{
@@ -178,7 +179,7 @@ func (r *remoteFetcher) hold(n int64) error {
 
 // get fetches the remote entry ref (once per render) and returns where it is.
 func (r *remoteFetcher) get(ref string, role remoteRole) (*remoteTree, error) {
-	key := fmt.Sprintf("%d %s", role, ref)
+	key := fetchKey(ref, role)
 	r.mu.Lock()
 	t, ok := r.fetched[key]
 	if !ok && len(r.fetched) >= maxRemoteFetches {
@@ -194,6 +195,32 @@ func (r *remoteFetcher) get(ref string, role remoteRole) (*remoteTree, error) {
 	}
 	r.mu.Unlock()
 	return t, t.err
+}
+
+// fetchKey names the fetch of ref in a render: a git base by its repository,
+// directory and ref however it is spelled (a git:: prefix, ".git/" or "//",
+// version= or ref=, a trailing slash, and canonicalRepo's), else the entry as
+// written.
+func fetchKey(ref string, role remoteRole) string {
+	spec, err := parseRemoteRef(ref)
+	if err != nil || role == roleFile || !spec.explicitGit || spec.repo == nil {
+		return fmt.Sprintf("%d %s", role, ref)
+	}
+	return "git " + canonicalRepo(spec.repo) + "//" + spec.sub + "?ref=" + spec.ref
+}
+
+// canonicalRepo is a repository URL without what does not change the
+// repository: the case of the scheme and host, a default port, a trailing
+// slash, user information (never sent).
+func canonicalRepo(u *url.URL) string {
+	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+	if h, port, err := net.SplitHostPort(host); err == nil && (scheme == "https" && port == "443" || scheme == "http" && port == "80") {
+		host = h
+		if strings.Contains(h, ":") {
+			host = "[" + h + "]"
+		}
+	}
+	return scheme + "://" + host + strings.TrimSuffix(u.EscapedPath(), "/")
 }
 
 // fetch fetches ref as kustomize would load it: a file entry is an HTTP(S) file;

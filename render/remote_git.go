@@ -106,7 +106,8 @@ func splitRepoPath(p string) (repo, sub string, explicit, ok bool) {
 }
 
 // fetchGit fetches the commit spec names (depth 1, over smart HTTP, without
-// credentials) and holds its tree in memory. Submodules are not fetched, and
+// credentials) and holds its tree in memory, once per repository and ref in a
+// render (each directory of it is another entry). Submodules are not fetched, and
 // symbolic links in the tree are not followed.
 func (r *remoteFetcher) fetchGit(t *remoteTree, spec *remoteSpec) error {
 	shown := redactedURL(spec.repo)
@@ -121,31 +122,46 @@ func (r *remoteFetcher) fetchGit(t *remoteTree, spec *remoteSpec) error {
 	if !remoteHostsAllow(r.hosts, spec.repo) {
 		return r.notAllowed(spec.repo)
 	}
-	pack, want, err := r.fetchPack(shown, spec.ref)
-	if err != nil {
-		return fail(err)
+	key := canonicalRepo(spec.repo) + "?ref=" + spec.ref
+	held, ok := r.repos[key] // another directory of a repository fetched already
+	if !ok {
+		var err error
+		if held, err = r.fetchTree(shown, spec.ref); err != nil {
+			return fail(err)
+		}
+		r.repos[key] = held
 	}
-	st := &heldStorage{Storage: memory.NewStorage(), f: r}
-	defer st.release()
-	commit, err := r.unpackCommit(st, pack, want)
-	if err != nil {
-		return fail(err)
-	}
-	pack = nil
-	tree, err := commit.Tree()
-	if err != nil {
-		return fail(err)
-	}
-	t.id = treeID("git " + shown + " " + commit.Hash.String())
-	t.commit = commit.Hash.String()
-	if err := r.holdTreeFiles(t.id, tree); err != nil {
-		return fail(err)
-	}
+	t.id, t.commit = held.id, held.commit
 	if spec.sub != "" && !r.mem.IsDir("/"+t.id+"/"+spec.sub) {
 		return fail(fmt.Errorf("it has no directory %s", spec.sub))
 	}
 	t.sub = spec.sub
 	return nil
+}
+
+// gitTree is a git repository's tree held in memory under /id/.
+type gitTree struct{ id, commit string }
+
+// fetchTree fetches the commit ref names in the repository at shown and holds
+// its files in memory.
+func (r *remoteFetcher) fetchTree(shown, ref string) (gitTree, error) {
+	pack, want, err := r.fetchPack(shown, ref)
+	if err != nil {
+		return gitTree{}, err
+	}
+	st := &heldStorage{Storage: memory.NewStorage(), f: r}
+	defer st.release()
+	commit, err := r.unpackCommit(st, pack, want)
+	if err != nil {
+		return gitTree{}, err
+	}
+	pack = nil
+	tree, err := commit.Tree()
+	if err != nil {
+		return gitTree{}, err
+	}
+	g := gitTree{id: treeID("git " + shown + " " + commit.Hash.String()), commit: commit.Hash.String()}
+	return g, r.holdTreeFiles(g.id, tree)
 }
 
 // fetchPack asks the repository at shown (no credentials: they are not sent) for

@@ -3,11 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/migrate"
 )
 
@@ -16,11 +16,13 @@ func newMigrateCommand() *cobra.Command {
 		check         bool
 		registriesOut string
 		pluginName    string
+		maxInput      = sizeFlag(migrate.DefaultMaxInput)
 	)
 	cmd := &cobra.Command{
-		Use:   "migrate [FILE...|-]",
+		Use:   "migrate [FILE|DIR...|-]",
 		Short: "Move Applications from argocd-image-updater to the plugin",
-		Long: `Read YAML (files, or stdin with - or no argument; several documents each):
+		Long: `Read YAML (files, directories of *.yaml, *.yml and *.json files, or stdin
+with - or no argument; several documents each; at most --max-input bytes in all):
 Applications with argocd-image-updater annotations, ImageUpdater resources
 (argocd-image-updater.argoproj.io/v1alpha1) with the Applications they select, and
 argocd-image-updater's ConfigMap or registries.conf. Print the Applications
@@ -33,16 +35,17 @@ with nothing lost ("note"). The output is the same for the same input.
 
 Exit status: 0 migrated; 1 with --check, something could not be carried over (the
 list on stderr, nothing on stdout); 2 bad input (YAML that does not parse, a file
-that cannot be read, a resource with fields of the wrong type).`,
+that cannot be read, a resource with fields of the wrong type, inputs over
+--max-input).`,
 		Example: `  argocd-image-resolver migrate apps/*.yaml > migrated.yaml
   kubectl get applications.argoproj.io,imageupdaters -n argocd -o yaml | argocd-image-resolver migrate --registries-out registries.yaml
   argocd-image-resolver migrate --check apps/web.yaml`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			inputs, err := readMigrateInputs(cmd.InOrStdin(), args)
-			if err != nil {
-				return err
+			inputs, err := migrate.ReadInputs(cmd.InOrStdin(), args, int64(maxInput))
+			var res *migrate.Result
+			if err == nil {
+				res, err = migrate.Migrate(inputs, migrate.Options{PluginName: pluginName})
 			}
-			res, err := migrate.Migrate(inputs, migrate.Options{PluginName: pluginName})
 			var ie *migrate.InputError
 			if errors.As(err, &ie) {
 				return &exitError{code: exitInput, err: err}
@@ -85,29 +88,27 @@ that cannot be read, a resource with fields of the wrong type).`,
 	cmd.Flags().BoolVar(&check, "check", false, "print nothing; exit 1 if anything could not be carried over, listing it on stderr")
 	cmd.Flags().StringVar(&registriesOut, "registries-out", "", "write the registries file to FILE instead of after the manifests")
 	cmd.Flags().StringVar(&pluginName, "plugin-name", migrate.DefaultPluginName, "the plugin's name in Applications (plugin.yaml's name-version)")
+	cmd.Flags().Var(&maxInput, "max-input", "bytes read at most, all inputs together (files, directories, stdin): "+sizeAccepted)
 	return cmd
 }
 
-// readMigrateInputs reads the files named, or stdin for "-" or no argument.
-func readMigrateInputs(stdin io.Reader, args []string) ([]migrate.Input, error) {
-	if len(args) == 0 {
-		args = []string{"-"}
+// sizeAccepted is how a size flag is written (config.ParseSize).
+const sizeAccepted = "an integer or with a unit: 512KiB, 64MiB, 1GiB"
+
+// sizeFlag is a byte size flag, read and written as configuration sizes are.
+type sizeFlag int64
+
+func (s *sizeFlag) String() string { return config.FormatSize(int64(*s)) }
+func (s *sizeFlag) Type() string   { return "size" }
+
+func (s *sizeFlag) Set(v string) error {
+	n, err := config.ParseSize(v)
+	if err != nil {
+		return err
 	}
-	var inputs []migrate.Input
-	for _, a := range args {
-		var (
-			b   []byte
-			err error
-		)
-		if a == "-" {
-			b, err = io.ReadAll(stdin)
-		} else {
-			b, err = os.ReadFile(a)
-		}
-		if err != nil {
-			return nil, &exitError{code: exitInput, err: fmt.Errorf("migrate: read %s: %w", a, err)}
-		}
-		inputs = append(inputs, migrate.Input{Name: a, Data: b})
+	if n < 1 {
+		return fmt.Errorf("%q: a size of at least 1 byte (%s)", v, sizeAccepted)
 	}
-	return inputs, nil
+	*s = sizeFlag(n)
+	return nil
 }

@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/kubeapi"
 )
 
 func cfgWithAgent(cfg *rest.Config) *rest.Config {
@@ -19,7 +21,8 @@ func cfgWithAgent(cfg *rest.Config) *rest.Config {
 }
 
 // kubeClient returns the Kubernetes client, built on first use (a configuration
-// error is retried next time).
+// error is retried next time). Its answers are bounded and its redirects
+// refused (internal/kubeapi).
 func (k *Keychain) kubeClient() (kubernetes.Interface, error) {
 	k.kubeMu.Lock()
 	defer k.kubeMu.Unlock()
@@ -31,7 +34,11 @@ func (k *Keychain) kubeClient() (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	cfg = cfgWithAgent(cfg)
-	cs, err := kubernetes.NewForConfig(cfg)
+	hc, err := kubeapi.HTTPClient(cfg, kubeapi.MaxBody)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
