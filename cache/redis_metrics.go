@@ -47,6 +47,9 @@ func newRedisMetrics(m *Metrics) *redisMetrics {
 		}
 		rm.leaseWaits.WithLabelValues(l)
 	}
+	for _, reason := range rejectReasons[:2] { // state fields are only signed or not
+		rm.rejected.WithLabelValues(LayerState, reason)
+	}
 	for _, op := range []string{redisOpRead, redisOpWrite, redisOpLease, redisOpPing} {
 		rm.errors.WithLabelValues(op)
 	}
