@@ -67,11 +67,11 @@ type respScanner struct {
 }
 
 const (
-	respType     = iota // at an element's type byte
-	respLine            // in a simple line (status, error, number...), to its LF
-	respNum             // in the length or count of a bulk or aggregate header
-	respNumLF           // after its CR
-	respBulk            // in a bulk payload (and its CRLF)
+	respType  = iota // at an element's type byte
+	respLine         // in a simple line (status, error, number...), to its LF
+	respNum          // in the length or count of a bulk or aggregate header
+	respNumLF        // after its CR
+	respBulk         // in a bulk payload (and its CRLF)
 )
 
 // Kinds of type bytes (0: not RESP).
