@@ -31,6 +31,9 @@ import (
 //	uvarint    the TTL the writer gave the key, in milliseconds (0 for content by
 //	           digest): with the key's remaining TTL it gives the value's age
 //	           without comparing clocks of different pods
+//	uvarint    when it was written, Unix milliseconds by the writer's clock: a
+//	           value with a TTL read more than its TTL (and maxClockSkew) after
+//	           is a replay of an old value (its MAC is right, its answer old)
 //	uvarint    the payload's length, decompressed
 //	rest       zstd frame of the payload:
 //	           tag list:   tags joined by "\n" (tags never contain one)
@@ -114,6 +117,7 @@ func (c valueCodec[V]) encode(key string, v V, ttl time.Duration, signed bool) (
 		hdr = append(hdr, make([]byte, macSize)...)
 	}
 	hdr = binary.AppendUvarint(hdr, uint64(max(ttl.Milliseconds(), 0)))
+	hdr = binary.AppendUvarint(hdr, uint64(max(time.Now().UnixMilli(), 0)))
 	hdr = binary.AppendUvarint(hdr, uint64(len(p)))
 	return zstdEncoder().EncodeAll(p, hdr), true
 }
@@ -123,6 +127,7 @@ type storedValue struct {
 	layer  byte
 	hasMAC bool
 	ttl    time.Duration
+	at     time.Time // when it was written, by the writer's clock
 	size   int64  // the payload's length, decompressed
 	body   []byte // the zstd frame
 }
@@ -151,11 +156,16 @@ func split(raw []byte) (storedValue, error) {
 	if n <= 0 || ms > uint64(365*24*time.Hour/time.Millisecond) {
 		return storedValue{}, fmt.Errorf("%w: bad TTL", errMalformed)
 	}
+	at, m := binary.Uvarint(rest[n:])
+	if m <= 0 || at > 1<<50 {
+		return storedValue{}, fmt.Errorf("%w: bad write time", errMalformed)
+	}
+	n += m
 	size, m := binary.Uvarint(rest[n:])
 	if m <= 0 || size > 1<<40 {
 		return storedValue{}, fmt.Errorf("%w: bad length", errMalformed)
 	}
-	sv.ttl, sv.size, sv.body = time.Duration(ms)*time.Millisecond, int64(size), rest[n+m:]
+	sv.ttl, sv.at, sv.size, sv.body = time.Duration(ms)*time.Millisecond, time.UnixMilli(int64(at)), int64(size), rest[n+m:]
 	return sv, nil
 }
 

@@ -172,6 +172,9 @@ func decodeFrom[V any](ctx context.Context, r *Redis, c valueCodec[V], rkey, key
 	if reason := r.keys.check(rkey, raw, sv.hasMAC); reason != "" {
 		return zero, 0, reason, fmt.Errorf("value without a valid MAC (%s)", reason)
 	}
+	if age := time.Since(sv.at); sv.ttl > 0 && age > sv.ttl+maxClockSkew {
+		return zero, 0, rejectReplayed, fmt.Errorf("written %s ago with a TTL of %s", age.Round(time.Second), sv.ttl)
+	}
 	if sv.size > c.maxSize() {
 		return zero, 0, rejectTooLarge, fmt.Errorf("payload of %d bytes announced, over the %d a %q value may hold", sv.size, c.maxSize(), c.layer)
 	}

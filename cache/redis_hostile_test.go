@@ -93,6 +93,12 @@ func TestRedisValuesOfAnotherWriterAreNotServed(t *testing.T) {
 	// the tag list of other, signed with the right key, for its own key
 	movedTags := func() []byte { return enc(LayerTags, tagsCodec, otherKey, []string{"1.0.0", "9.9.9"}, testMACKey) }
 	bomb := rleBomb(8192, 'a') // 1 GiB of "a"
+	// a tag list signed with the right key an hour ago (captured then), written again
+	replayed := func() []byte {
+		p := []byte("1.0.0")
+		v := storedRawAt('t', authHMAC, nil, DefaultTagTTL, time.Now().Add(-time.Hour), int64(len(p)), zstdEncoder().EncodeAll(p, nil))
+		return signedRaw(testMACKey, rkey(LayerTags, appKey), v)
+	}
 	cases := []struct {
 		name, key, layer, reason string
 		val                      []byte
@@ -101,6 +107,7 @@ func TestRedisValuesOfAnotherWriterAreNotServed(t *testing.T) {
 		{"no MAC", rkey(LayerTags, appKey), LayerTags, rejectUnauthenticated, enc(LayerTags, tagsCodec, appKey, fakeTags, nil), rt.Tags},
 		{"MAC of another key", rkey(LayerTags, appKey), LayerTags, rejectForged, enc(LayerTags, tagsCodec, appKey, fakeTags, otherMACKey), rt.Tags},
 		{"value moved from another key", rkey(LayerTags, appKey), LayerTags, rejectForged, movedTags(), rt.Tags},
+		{"old signed value written again", rkey(LayerTags, appKey), LayerTags, rejectReplayed, replayed(), rt.Tags},
 		{"descriptor without MAC", rkey(LayerHead, appKey+":1.1.0"), LayerHead, rejectUnauthenticated, forgedHead(nil), rt.ManifestHead},
 		{"descriptor with a forged MAC", rkey(LayerHead, appKey+":1.1.0"), LayerHead, rejectForged, forgedHead(otherMACKey), rt.ManifestHead},
 		{"bomb without MAC", rkey(LayerTags, appKey), LayerTags, rejectUnauthenticated, storedRaw('t', authNone, nil, time.Hour, 10, bomb), rt.Tags},

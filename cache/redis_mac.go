@@ -43,9 +43,14 @@ const (
 	rejectTooLarge        = "too-large"       // decompressed, more than a value may hold or the decode budget
 	rejectCorrupt         = "corrupt"         // bad format, version, layer, shape or digest
 	rejectBusy            = "busy"            // no decode budget within the lookup's wait
+	rejectReplayed        = "replayed"        // written longer ago than its TTL: an old value written again
 )
 
-var rejectReasons = []string{rejectUnauthenticated, rejectForged, rejectTooLarge, rejectCorrupt, rejectBusy}
+var rejectReasons = []string{rejectUnauthenticated, rejectForged, rejectTooLarge, rejectCorrupt, rejectBusy, rejectReplayed}
+
+// maxClockSkew is how far the clocks of the daemons' pods may disagree before a
+// value read just before it expires is taken for a replay.
+const maxClockSkew = time.Minute
 
 // macKeys is the key values are signed with, and the one before a rotation.
 type macKeys struct {

@@ -31,7 +31,8 @@ func newRedisMetrics(m *Metrics) *redisMetrics {
 		rejected: promreg.Register(m.Registry, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "cache_redis_rejected_total",
 			Help: "Values read from Redis and not served, fetched again (and overwritten), by layer and reason: unauthenticated (no MAC while the daemon has a key), " +
 				"forged (a MAC not right for the key and value), too-large (over a value's bound or the decode budget, or a frame holding more than it announces), " +
-				"corrupt (format, layer, shape, or content whose sha256 is not its digest), busy (no decode budget free within the lookup's wait)."}, []string{"layer", "reason"})),
+				"corrupt (format, layer, shape, or content whose sha256 is not its digest), busy (no decode budget free within the lookup's wait), " +
+				"replayed (written longer ago than its TTL: an old value written again)."}, []string{"layer", "reason"})),
 		refused: promreg.Register(m.Registry, prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "cache_redis_replies_refused_total",
 			Help: "Replies from Redis refused before they were read: a bulk length, an element count or a reply over its bound (redis.maxReply); " +
 				"the connection is closed and the daemon goes on without Redis until a probe succeeds."})),

@@ -66,7 +66,7 @@ func redisCount(f *fixture, which string, label string) float64 {
 		return testutil.ToFloat64(rm.hits.WithLabelValues(label))
 	case "misses":
 		return testutil.ToFloat64(rm.misses.WithLabelValues(label))
-	case "corrupt", "unauthenticated", "forged", "too-large", "busy":
+	case "corrupt", "unauthenticated", "forged", "too-large", "busy", "replayed":
 		return testutil.ToFloat64(rm.rejected.WithLabelValues(label, which))
 	case "refused":
 		return testutil.ToFloat64(rm.refused)
@@ -781,6 +781,11 @@ func codecRedis(key []byte) *Redis {
 // storedRaw builds a value as a writer to Redis may: any header, any MAC (nil:
 // none unless auth says one, then zeros) and any frame.
 func storedRaw(layer, auth byte, mac []byte, ttl time.Duration, size int64, frame []byte) []byte {
+	return storedRawAt(layer, auth, mac, ttl, time.Now(), size, frame)
+}
+
+// storedRawAt is storedRaw written at a given time.
+func storedRawAt(layer, auth byte, mac []byte, ttl time.Duration, at time.Time, size int64, frame []byte) []byte {
 	v := []byte{redisVersion, layer, auth}
 	if auth == authHMAC {
 		if mac == nil {
@@ -789,6 +794,7 @@ func storedRaw(layer, auth byte, mac []byte, ttl time.Duration, size int64, fram
 		v = append(v, mac...)
 	}
 	v = binary.AppendUvarint(v, uint64(ttl.Milliseconds()))
+	v = binary.AppendUvarint(v, uint64(at.UnixMilli()))
 	v = binary.AppendUvarint(v, uint64(size))
 	return append(v, frame...)
 }
