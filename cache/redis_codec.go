@@ -128,8 +128,8 @@ type storedValue struct {
 	hasMAC bool
 	ttl    time.Duration
 	at     time.Time // when it was written, by the writer's clock
-	size   int64  // the payload's length, decompressed
-	body   []byte // the zstd frame
+	size   int64     // the payload's length, decompressed
+	body   []byte    // the zstd frame
 }
 
 // split reads a value's header.
