@@ -384,7 +384,7 @@ func TestRedisMalformedValuesAreRefetched(t *testing.T) {
 		{"wrong layer", key(LayerHead, repoKey+":1.0.0"), good('t', time.Minute, "1.0.0"), LayerHead},
 		{"bad digest", key(LayerHead, repoKey+":1.0.0"), good('h', time.Hour, "sha256:zz\napplication/json\n12"), LayerHead},
 		{"manifest bytes not its digest", key(LayerManifest, digest), good('m', 0, "application/vnd.oci.image.manifest.v1+json\n"+string(otherBytes)), LayerManifest},
-		{"not zstd", key(LayerTags, repoKey), []byte{redisVersion, 't', authNone, 1, 2, 'x', 'y'}, LayerTags},
+		{"not zstd", key(LayerTags, repoKey), storedRaw('t', authNone, nil, time.Minute, 2, []byte("xy")), LayerTags},
 		{"shorter than announced", key(LayerTags, repoKey), storedRaw('t', authNone, nil, time.Minute, 100, zstdEncoder().EncodeAll([]byte("1.0.0"), nil)), LayerTags},
 		{"truncated", key(LayerTags, repoKey), []byte{redisVersion}, LayerTags},
 	}
