@@ -29,10 +29,15 @@ import (
 //     holder's notice on a pub/sub channel (or polling, should a notice be lost),
 //     then read what the holder wrote; a holder that dies stops renewing, its lease
 //     expires and a waiter takes it;
-//   - values carry a format version, their layer and (for TTL layers) the TTL they
-//     were written with, compressed with zstd; a value that does not decode, has the
-//     wrong shape or (content) bytes whose sha256 is not the digest it is stored
-//     under is ignored, counted and fetched again;
+//   - values carry a format version, their layer, (for TTL layers) the TTL they
+//     were written with and their length, compressed with zstd, and, when the
+//     daemons share a key, an HMAC of the Redis key and the value (redis_mac.go);
+//     a value without a valid MAC, over the bounds of decompression
+//     (redis_decode.go), that does not decode, has the wrong shape or (content)
+//     bytes whose sha256 is not the digest it is stored under is ignored, counted
+//     and fetched again;
+//   - replies over a bound are refused before the client allocates them
+//     (redis_reply.go);
 //   - Redis down, slow or flushed: the daemon resolves from memory and registries; a
 //     failed command opens a circuit (one log line, the up gauge at 0), no command is
 //     sent while it is open, and a probe every RetryInterval closes it again (a
@@ -53,8 +58,12 @@ const (
 	// when no notice of the holder's write arrives (pub/sub is best effort).
 	leasePollMin = 10 * time.Millisecond
 	leasePollMax = 100 * time.Millisecond
-	// redisFormat names the value format in keys: a daemon of another format neither
-	// reads nor overwrites these values during a rolling upgrade.
+	// redisValueFormat names the value format in the keys of values and leases: a
+	// daemon of another format neither reads nor overwrites these values during a
+	// rolling upgrade. v2: values carry their length and may carry a MAC.
+	redisValueFormat = "v2"
+	// redisFormat names the format of the other keys (state, claims, the channel
+	// of fill notices), which v2 did not change.
 	redisFormat = "v1"
 )
 
@@ -89,6 +98,18 @@ type RedisOptions struct {
 	RetryInterval time.Duration
 	// Logger gets one line per change of availability (default slog.Default()).
 	Logger *slog.Logger
+	// MACKey returns the key values are authenticated with (at least
+	// MinRedisMACKey bytes), shared by every daemon of the installation. It is
+	// called when the tier is made (an error stops it from being made) and every
+	// 10 RetryIntervals after, so that a rotated key is used without a restart.
+	// Its error is logged, never the key. nil: values are not authenticated.
+	MACKey func() ([]byte, error)
+	// DecodeMemory bounds the bytes the values being decoded hold at once, in
+	// this process (default DefaultRedisDecodeMemory).
+	DecodeMemory int64
+	// MaxReply bounds the bytes of one reply from Redis (default
+	// DefaultRedisMaxReply); a larger one is refused before it is read.
+	MaxReply int64
 }
 
 // Redis is the shared tier of the registry view (see WithRedis). Safe for
@@ -98,6 +119,9 @@ type Redis struct {
 	o   RedisOptions
 	m   *redisMetrics
 	log *slog.Logger
+
+	keys   *macKeys
+	budget *decodeBudget
 
 	up atomic.Bool
 
@@ -162,10 +186,21 @@ func NewRedis(o RedisOptions, m *Metrics) (*Redis, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.DecodeMemory <= 0 {
+		o.DecodeMemory = DefaultRedisDecodeMemory
+	}
+	if o.MaxReply <= 0 {
+		o.MaxReply = DefaultRedisMaxReply
+	}
 	if m == nil {
 		m = NewMetrics()
 	}
 	log := o.Logger.With("redis", o.Addr)
+	keys, err := newMACKeys(o.MACKey, log)
+	if err != nil {
+		return nil, err
+	}
+	rm := newRedisMetrics(m)
 	opts := &redis.Options{
 		Addr:         o.Addr,
 		DialTimeout:  o.DialTimeout,
@@ -203,10 +238,19 @@ func NewRedis(o RedisOptions, m *Metrics) (*Redis, error) {
 			return user, p, nil
 		}
 	}
+	opts.Dialer = boundedDialer(redis.NewDialer(opts), o.MaxReply, func(err error) {
+		rm.refused.Inc()
+		log.Warn("redis reply refused: closing the connection", "err", err)
+	})
 	redisLogOnce.Do(func() { redis.SetLogger(debugLogger{}) })
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &Redis{c: redis.NewClient(opts), o: o, m: newRedisMetrics(m), log: log, ctx: ctx, cancel: cancel,
+	r := &Redis{c: redis.NewClient(opts), o: o, m: rm, log: log, ctx: ctx, cancel: cancel, keys: keys,
+		budget:  newDecodeBudget(o.DecodeMemory, o.Timeout),
 		channel: o.KeyPrefix + redisFormat + ":filled", waiters: map[string]map[chan struct{}]struct{}{}}
+	if !keys.on() {
+		log.Warn("redis values are not authenticated: any writer to this Redis can make the daemons believe tag lists, " +
+			"the digests tags point at and signature verdicts; set redis.macKeyFile (docs/redis.md)")
+	}
 	if err := r.ping(); err != nil {
 		r.m.errors.WithLabelValues(redisOpPing).Inc()
 		r.m.up.Set(0)
@@ -295,6 +339,10 @@ func (r *Redis) Up() bool { return r != nil && r.up.Load() }
 // ContentTTL is how long content by digest stays in Redis.
 func (r *Redis) ContentTTL() time.Duration { return r.o.ContentTTL }
 
+// maxWrite bounds the values written: one read back in a reply (an array of the
+// value, its TTL and a flag) stays within MaxReply.
+func (r *Redis) maxWrite() int64 { return r.o.MaxReply - 1<<10 }
+
 func (r *Redis) ping() error {
 	ctx, cancel := context.WithTimeout(r.ctx, r.o.DialTimeout+r.o.Timeout)
 	defer cancel()
@@ -333,6 +381,9 @@ func (r *Redis) monitor() {
 			case <-r.ctx.Done():
 				return
 			case <-t.C:
+			}
+			if n%macReloadEvery == 0 {
+				r.keys.reload()
 			}
 			if r.up.Load() {
 				if n%10 == 0 {

@@ -1,7 +1,10 @@
 package cache
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"sort"
 	"sync"
@@ -12,6 +15,43 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
+
+// BenchmarkRedisValue encodes and decodes one value as the tier writes and
+// reads it, with and without the MAC: a tag list of 100 tags, a descriptor and a
+// 2 KiB manifest-sized blob.
+func BenchmarkRedisValue(b *testing.B) {
+	var tags []string
+	for i := range 100 {
+		tags = append(tags, fmt.Sprintf("1.%d.%d", i/10, i%10))
+	}
+	blob := bytes.Repeat([]byte(`{"layers":[{"digest":"sha256:0123"}]}`), 2<<10/38)
+	sum := sha256.Sum256(blob)
+	blobKey := "sha256:" + hex.EncodeToString(sum[:])
+	ctx := context.Background()
+	for _, mac := range []bool{false, true} {
+		var key []byte
+		if mac {
+			key = testMACKey
+		}
+		rd := codecRedis(key)
+		b.Run(fmt.Sprintf("tags/mac=%v", mac), func(b *testing.B) {
+			for b.Loop() {
+				raw, _ := encodeFor(rd, tagsCodec, "argocd-image-resolver:v2:tags:r/app", "r/app", tags, time.Minute)
+				if _, _, reason, err := decodeFrom(ctx, rd, tagsCodec, "argocd-image-resolver:v2:tags:r/app", "r/app", raw); reason != "" {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("blob/mac=%v", mac), func(b *testing.B) {
+			for b.Loop() {
+				raw, _ := encodeFor(rd, blobCodec, "argocd-image-resolver:v2:blob:"+blobKey, blobKey, blob, 0)
+				if _, _, reason, err := decodeFrom(ctx, rd, blobCodec, "argocd-image-resolver:v2:blob:"+blobKey, blobKey, raw); reason != "" {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
 
 // BenchmarkRedisTier renders 60 apps (3 images each over 20 repositories of 100
 // multi-arch tags, newest-build among the policies) spread over 1 or 3 cold
@@ -32,12 +72,15 @@ func BenchmarkRedisTier(b *testing.B) {
 		daemons int
 		redis   bool
 		restart bool
+		mac     bool
 	}{
-		{"daemons=1/redis=off", 1, false, false},
-		{"daemons=1/redis=on", 1, true, false},
-		{"daemons=3/redis=off", 3, false, false},
-		{"daemons=3/redis=on", 3, true, false},
-		{"daemons=3/redis=on/restart", 3, true, true},
+		{"daemons=1/redis=off", 1, false, false, false},
+		{"daemons=1/redis=on", 1, true, false, false},
+		{"daemons=3/redis=off", 3, false, false, false},
+		{"daemons=3/redis=on", 3, true, false, false},
+		{"daemons=3/redis=on/mac", 3, true, false, true},
+		{"daemons=3/redis=on/restart", 3, true, true, false},
+		{"daemons=3/redis=on/mac/restart", 3, true, true, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var lat []time.Duration
@@ -46,13 +89,13 @@ func BenchmarkRedisTier(b *testing.B) {
 				b.StopTimer()
 				rs.Flush(b)
 				if bc.restart { // replicas that filled Redis, then restarted
-					warm := newBenchDaemons(b, s, rs.Addr, bc.daemons, true)
+					warm := newBenchDaemons(b, s, rs.Addr, bc.daemons, true, bc.mac)
 					renderTimed(b, warm, s, repos, apps)
 					for _, f := range warm {
 						f.reg.Close()
 					}
 				}
-				fs := newBenchDaemons(b, s, rs.Addr, bc.daemons, bc.redis)
+				fs := newBenchDaemons(b, s, rs.Addr, bc.daemons, bc.redis, bc.mac)
 				s.ResetCounts()
 				b.StartTimer()
 				lat = append(lat, renderTimed(b, fs, s, repos, apps)...)
@@ -79,11 +122,15 @@ func BenchmarkRedisTier(b *testing.B) {
 	}
 }
 
-func newBenchDaemons(b *testing.B, s *rt.Server, addr string, n int, redis bool) []*fixture {
+func newBenchDaemons(b *testing.B, s *rt.Server, addr string, n int, redis, mac bool) []*fixture {
 	var fs []*fixture
+	var ro RedisOptions
+	if mac {
+		ro.MACKey = keyFunc(testMACKey)
+	}
 	for range n {
 		if redis {
-			fs = append(fs, newSharedFixture(b, s, addr, RedisOptions{}))
+			fs = append(fs, newSharedFixture(b, s, addr, ro))
 		} else {
 			fs = append(fs, newFixture(b, s, nil, nil))
 		}

@@ -15,11 +15,11 @@ import (
 )
 
 func (r *Redis) valueKey(layer, key string) string {
-	return r.o.KeyPrefix + redisFormat + ":" + layer + ":" + key
+	return r.o.KeyPrefix + redisValueFormat + ":" + layer + ":" + key
 }
 
 func (r *Redis) leaseKey(layer, key string) string {
-	return r.o.KeyPrefix + redisFormat + ":lease:" + layer + ":" + key
+	return r.o.KeyPrefix + redisValueFormat + ":lease:" + layer + ":" + key
 }
 
 // Every exchange with Redis on a lookup is one script, so one command and one
@@ -149,7 +149,7 @@ func sharedFill[V any](ctx context.Context, rd *Redis, layer, key string, ttl ti
 	poll := leasePollMin
 	var timer *time.Timer
 	var notice <-chan struct{}
-	var bad []byte // a malformed value already counted
+	var bad []byte // a rejected value already counted
 	force := false // Redis holds a value this fetch does not take
 	for rd.Up() {
 		raw, pttl, tok, err := rd.lookup(ctx, vkey, lkey, force)
@@ -157,11 +157,10 @@ func sharedFill[V any](ctx context.Context, rd *Redis, layer, key string, ttl ti
 			break
 		}
 		if raw != nil && !bytes.Equal(raw, bad) {
-			v, wttl, err := c.decode(key, raw)
-			if err != nil {
+			v, wttl, reason, err := decodeFrom(ctx, rd, c, vkey, key, raw)
+			if reason != "" {
 				bad = raw
-				rd.m.malformed.WithLabelValues(layer).Inc()
-				rd.log.Warn("ignoring a malformed value in redis; fetching it again", "layer", layer, "key", key, "err", err)
+				rd.rejected(layer, key, reason, err)
 			} else if age := max(wttl-pttl, 0); accept(age) {
 				if tok != "" {
 					rd.release(ctx, lkey, tok, vkey)
@@ -219,7 +218,7 @@ func sharedFill[V any](ctx context.Context, rd *Redis, layer, key string, ttl ti
 	}
 	wctx := context.WithoutCancel(ctx) // a fetch that made it is written even if its context just ended
 	if err == nil && rd.Up() {
-		if val, ok := c.encode(key, v, ttl); ok {
+		if val, ok := encodeFor(rd, c, vkey, key, v, ttl); ok {
 			rd.write(wctx, vkey, val, ttl, lkey, token)
 			return v, 0, nil
 		}
@@ -236,7 +235,8 @@ func putContent[V any](ctx context.Context, rd *Redis, layer, key string, c valu
 	if !rd.Up() {
 		return
 	}
-	if val, ok := c.encode(key, v, rd.o.ContentTTL); ok {
-		rd.write(context.WithoutCancel(ctx), rd.valueKey(layer, key), val, rd.o.ContentTTL, "", "")
+	vkey := rd.valueKey(layer, key)
+	if val, ok := encodeFor(rd, c, vkey, key, v, rd.o.ContentTTL); ok {
+		rd.write(context.WithoutCancel(ctx), vkey, val, rd.o.ContentTTL, "", "")
 	}
 }

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -65,8 +66,10 @@ func redisCount(f *fixture, which string, label string) float64 {
 		return testutil.ToFloat64(rm.hits.WithLabelValues(label))
 	case "misses":
 		return testutil.ToFloat64(rm.misses.WithLabelValues(label))
-	case "malformed":
-		return testutil.ToFloat64(rm.malformed.WithLabelValues(label))
+	case "corrupt", "unauthenticated", "forged", "too-large", "busy", "replayed":
+		return testutil.ToFloat64(rm.rejected.WithLabelValues(label, which))
+	case "refused":
+		return testutil.ToFloat64(rm.refused)
 	case "waits":
 		return testutil.ToFloat64(rm.leaseWaits.WithLabelValues(label))
 	case "errors":
@@ -177,7 +180,7 @@ func TestRedisThreeDaemonsShareOneView(t *testing.T) {
 	}
 	layers := map[byte]int{}
 	for _, k := range keys {
-		if !strings.HasPrefix(k, DefaultRedisKeyPrefix+"v1:") {
+		if !strings.HasPrefix(k, DefaultRedisKeyPrefix+redisValueFormat+":") {
 			t.Errorf("key %q outside the prefix", k)
 		}
 		if strings.Contains(k, ":lease:") {
@@ -199,7 +202,7 @@ func TestRedisThreeDaemonsShareOneView(t *testing.T) {
 			t.Errorf("no %q values in redis: %v", l, layers)
 		}
 	}
-	tagKey := DefaultRedisKeyPrefix + "v1:tags:" + resolve.RepoKey(mustRepo(t, s.Ref(repos[0])))
+	tagKey := DefaultRedisKeyPrefix + redisValueFormat + ":tags:" + resolve.RepoKey(mustRepo(t, s.Ref(repos[0])))
 	if ttl := c.PTTL(ctx, tagKey).Val(); ttl <= DefaultTagTTL-10*time.Second || ttl > DefaultTagTTL {
 		t.Errorf("tag list %s: TTL %v, want the tag TTL %v", tagKey, ttl, DefaultTagTTL)
 	}
@@ -332,7 +335,7 @@ func TestRedisDownSlowAndBack(t *testing.T) {
 func redisAsked(f *fixture) string {
 	var b strings.Builder
 	for _, l := range Layers {
-		for _, which := range []string{"hits", "misses", "malformed", "waits"} {
+		for _, which := range []string{"hits", "misses", "corrupt", "waits"} {
 			fmt.Fprintf(&b, "%s %s %v; ", l, which, redisCount(f, which, l))
 		}
 	}
@@ -364,10 +367,10 @@ func TestRedisMalformedValuesAreRefetched(t *testing.T) {
 	repoKey := resolve.RepoKey(mustRepo(t, s.Ref("app")))
 	c := newRedisClient(t, rs.Addr)
 	ctx := context.Background()
-	key := func(layer, k string) string { return DefaultRedisKeyPrefix + "v1:" + layer + ":" + k }
+	key := func(layer, k string) string { return DefaultRedisKeyPrefix + redisValueFormat + ":" + layer + ":" + k }
 	good := func(layer byte, ttl time.Duration, payload string) []byte {
 		codec := valueCodec[string]{layer: layer, payload: func(string, string) ([]byte, bool) { return []byte(payload), true }}
-		v, _ := codec.encode("", payload, ttl)
+		v, _ := codec.encode("", payload, ttl, false)
 		return v
 	}
 	otherBytes := []byte(`{"schemaVersion":2}`)
@@ -381,7 +384,8 @@ func TestRedisMalformedValuesAreRefetched(t *testing.T) {
 		{"wrong layer", key(LayerHead, repoKey+":1.0.0"), good('t', time.Minute, "1.0.0"), LayerHead},
 		{"bad digest", key(LayerHead, repoKey+":1.0.0"), good('h', time.Hour, "sha256:zz\napplication/json\n12"), LayerHead},
 		{"manifest bytes not its digest", key(LayerManifest, digest), good('m', 0, "application/vnd.oci.image.manifest.v1+json\n"+string(otherBytes)), LayerManifest},
-		{"not zstd", key(LayerTags, repoKey), []byte{redisVersion, 't', 1, 'x', 'y'}, LayerTags},
+		{"not zstd", key(LayerTags, repoKey), storedRaw('t', authNone, nil, time.Minute, 2, []byte("xy")), LayerTags},
+		{"shorter than announced", key(LayerTags, repoKey), storedRaw('t', authNone, nil, time.Minute, 100, zstdEncoder().EncodeAll([]byte("1.0.0"), nil)), LayerTags},
 		{"truncated", key(LayerTags, repoKey), []byte{redisVersion}, LayerTags},
 	}
 	for _, tc := range cases {
@@ -402,8 +406,8 @@ func TestRedisMalformedValuesAreRefetched(t *testing.T) {
 			if res.Tag != "1.0.0" || res.Digest != digest {
 				t.Errorf("resolved %s@%s, want 1.0.0@%s", res.Tag, res.Digest, digest)
 			}
-			if got := redisCount(f, "malformed", tc.layer); got != 1 {
-				t.Errorf("malformed %s: %v, want 1", tc.layer, got)
+			if got := redisCount(f, "corrupt", tc.layer); got != 1 {
+				t.Errorf("corrupt %s: %v, want 1", tc.layer, got)
 			}
 			if s.Total() == 0 {
 				t.Error("the malformed value was not fetched again from the registry")
@@ -412,8 +416,8 @@ func TestRedisMalformedValuesAreRefetched(t *testing.T) {
 			s.ResetCounts()
 			third := newSharedFixture(t, s, rs.Addr, RedisOptions{})
 			third.mustResolve(t, "app", resolve.PolicySpec{Strategy: "newest-build"})
-			if s.Total() != 0 || redisCount(third, "malformed", tc.layer) != 0 {
-				t.Errorf("after the refetch: %d requests, %v malformed", s.Total(), redisCount(third, "malformed", tc.layer))
+			if s.Total() != 0 || redisCount(third, "corrupt", tc.layer) != 0 {
+				t.Errorf("after the refetch: %d requests, %v corrupt", s.Total(), redisCount(third, "corrupt", tc.layer))
 			}
 		})
 	}
@@ -427,7 +431,7 @@ func TestRedisLeaseOfADeadDaemonExpires(t *testing.T) {
 	ctx := context.Background()
 	repoKey := resolve.RepoKey(mustRepo(t, s.Ref("app")))
 	// a daemon took the tag list's lease and died
-	lease := DefaultRedisKeyPrefix + "v1:lease:" + LayerTags + ":" + repoKey
+	lease := DefaultRedisKeyPrefix + redisValueFormat + ":lease:" + LayerTags + ":" + repoKey
 	if err := c.Set(ctx, lease, "dead-daemon", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -626,28 +630,29 @@ func TestRedisCodecRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := m.Digest.String()
-	raw, ok := manifestCodec.encode(key, m, 0)
+	rd := codecRedis(nil)
+	raw, ok := encodeFor(rd, manifestCodec, "m", key, m, 0)
 	if !ok {
 		t.Fatal("manifest not encoded")
 	}
-	got, _, err := manifestCodec.decode(key, raw)
+	got, _, _, err := decodeFrom(context.Background(), rd, manifestCodec, "m", key, raw)
 	if err != nil || got.Digest != m.Digest || got.MediaType != m.MediaType || string(got.Raw) != string(m.Raw) {
 		t.Fatalf("manifest round trip: %+v %v", got, err)
 	}
-	if _, _, err := manifestCodec.decode("sha256:"+strings.Repeat("0", 64), raw); err == nil {
-		t.Error("a manifest stored under another digest was accepted")
+	if _, _, reason, _ := decodeFrom(context.Background(), rd, manifestCodec, "m", "sha256:"+strings.Repeat("0", 64), raw); reason != rejectCorrupt {
+		t.Errorf("a manifest stored under another digest: %q, want corrupt", reason)
 	}
-	if _, ok := manifestCodec.encode("sha256:"+strings.Repeat("0", 64), m, 0); ok {
+	if _, ok := encodeFor(rd, manifestCodec, "m", "sha256:"+strings.Repeat("0", 64), m, 0); ok {
 		t.Error("a manifest was encoded under a digest it does not have")
 	}
 	tags := []string{"1.0.0", "v2", "latest"}
-	raw, _ = tagsCodec.encode("k", tags, 90*time.Second)
-	gotTags, ttl, err := tagsCodec.decode("k", raw)
+	raw, _ = encodeFor(rd, tagsCodec, "t", "k", tags, 90*time.Second)
+	gotTags, ttl, _, err := decodeFrom(context.Background(), rd, tagsCodec, "t", "k", raw)
 	if err != nil || strings.Join(gotTags, ",") != "1.0.0,v2,latest" || ttl != 90*time.Second {
 		t.Errorf("tags round trip: %v %v %v", gotTags, ttl, err)
 	}
-	raw, _ = tagsCodec.encode("k", nil, time.Second)
-	if gotTags, _, err := tagsCodec.decode("k", raw); err != nil || len(gotTags) != 0 {
+	raw, _ = encodeFor(rd, tagsCodec, "t", "k", nil, time.Second)
+	if gotTags, _, _, err := decodeFrom(context.Background(), rd, tagsCodec, "t", "k", raw); err != nil || len(gotTags) != 0 {
 		t.Errorf("empty tag list: %v %v", gotTags, err)
 	}
 	// compressed: a long tag list stores in far fewer bytes
@@ -655,7 +660,7 @@ func TestRedisCodecRoundTrip(t *testing.T) {
 	for i := range 10000 {
 		many = append(many, fmt.Sprintf("build-%d", i))
 	}
-	raw, _ = tagsCodec.encode("k", many, time.Minute)
+	raw, _ = encodeFor(rd, tagsCodec, "t", "k", many, time.Minute)
 	if plain := len(strings.Join(many, "\n")); len(raw)*3 > plain {
 		t.Errorf("10,000 tags: %d bytes stored for %d plain", len(raw), plain)
 	}
@@ -759,4 +764,37 @@ func TestRedisRefreshAheadOncePerInstallation(t *testing.T) {
 	if refreshed != 3 {
 		t.Errorf("%v refresh-aheads, want one per daemon (two of them answered by redis)", refreshed)
 	}
+}
+
+// codecRedis is a tier that is never connected, for the codec alone: values
+// signed with key (nil: none), the default bounds.
+func codecRedis(key []byte) *Redis {
+	k := &macKeys{now: time.Now, log: slog.New(slog.DiscardHandler)}
+	if key != nil {
+		k.load = func() ([]byte, error) { return key, nil }
+		k.cur.Store(&macState{key: key})
+	}
+	return &Redis{keys: k, budget: newDecodeBudget(DefaultRedisDecodeMemory, time.Second),
+		o: RedisOptions{MaxReply: DefaultRedisMaxReply}}
+}
+
+// storedRaw builds a value as a writer to Redis may: any header, any MAC (nil:
+// none unless auth says one, then zeros) and any frame.
+func storedRaw(layer, auth byte, mac []byte, ttl time.Duration, size int64, frame []byte) []byte {
+	return storedRawAt(layer, auth, mac, ttl, time.Now(), size, frame)
+}
+
+// storedRawAt is storedRaw written at a given time.
+func storedRawAt(layer, auth byte, mac []byte, ttl time.Duration, at time.Time, size int64, frame []byte) []byte {
+	v := []byte{redisVersion, layer, auth}
+	if auth == authHMAC {
+		if mac == nil {
+			mac = make([]byte, macSize)
+		}
+		v = append(v, mac...)
+	}
+	v = binary.AppendUvarint(v, uint64(ttl.Milliseconds()))
+	v = binary.AppendUvarint(v, uint64(at.UnixMilli()))
+	v = binary.AppendUvarint(v, uint64(size))
+	return append(v, frame...)
 }

@@ -29,7 +29,7 @@ import (
 
 // LayerVerdict is the layer label of the verdict cache's metrics (memory:
 // cache_hits_total, cache_misses_total, cache_evictions_total; Redis:
-// cache_redis_hits_total, cache_redis_misses_total, cache_redis_malformed_total).
+// cache_redis_hits_total, cache_redis_misses_total, cache_redis_rejected_total).
 const LayerVerdict = "verdict"
 
 // Verdict cache bounds.
@@ -88,7 +88,9 @@ func NewVerdicts(o VerdictOptions) *Verdicts {
 	if o.Redis != nil {
 		o.Redis.m.hits.WithLabelValues(LayerVerdict)
 		o.Redis.m.misses.WithLabelValues(LayerVerdict)
-		o.Redis.m.malformed.WithLabelValues(LayerVerdict)
+		for _, reason := range rejectReasons {
+			o.Redis.m.rejected.WithLabelValues(LayerVerdict, reason)
+		}
 	}
 	return &Verdicts{rd: o.Redis, m: o.Metrics, now: o.Now, mem: newVerdictMemory(o.MaxEntries)}
 }
@@ -146,10 +148,12 @@ if not v then return {"", -2} end
 return {v, redis.call("PTTL", KEYS[1])}`
 
 // getVerdict reads a verdict and its remaining TTL in one round trip; a failure,
-// an absent or a malformed value is a miss (counted, and logged when malformed).
+// an absent or a rejected value (forged, malformed...) is a miss (counted, and
+// logged when rejected).
 func (r *Redis) getVerdict(ctx context.Context, sk string) (resolve.Verdict, time.Duration, bool) {
 	// EVAL rather than EVALSHA: one round trip always (Redis caches the script)
-	res, err := r.c.Eval(ctx, verdictScript, []string{r.valueKey(LayerVerdict, sk)}).Slice()
+	rkey := r.valueKey(LayerVerdict, sk)
+	res, err := r.c.Eval(ctx, verdictScript, []string{rkey}).Slice()
 	if err == nil && len(res) != 2 {
 		err = fmt.Errorf("redis verdict lookup: %d results, want 2", len(res))
 	}
@@ -163,10 +167,9 @@ func (r *Redis) getVerdict(ctx context.Context, sk string) (resolve.Verdict, tim
 		r.m.misses.WithLabelValues(LayerVerdict).Inc()
 		return resolve.Verdict{}, 0, false
 	}
-	vd, wttl, err := verdictCodec.decode(sk, []byte(raw))
-	if err != nil {
-		r.m.malformed.WithLabelValues(LayerVerdict).Inc()
-		r.log.Warn("ignoring a malformed verdict in redis; verifying again", "key", sk, "err", err)
+	vd, wttl, reason, err := decodeFrom(ctx, r, verdictCodec, rkey, sk, []byte(raw))
+	if reason != "" {
+		r.rejected(LayerVerdict, sk, reason, err) // the verifier checks again
 		return resolve.Verdict{}, 0, false
 	}
 	r.m.hits.WithLabelValues(LayerVerdict).Inc()
@@ -175,17 +178,19 @@ func (r *Redis) getVerdict(ctx context.Context, sk string) (resolve.Verdict, tim
 
 // setVerdict writes a verdict with its TTL.
 func (r *Redis) setVerdict(ctx context.Context, sk string, vd resolve.Verdict, ttl time.Duration) {
-	val, ok := verdictCodec.encode(sk, vd, ttl)
+	rkey := r.valueKey(LayerVerdict, sk)
+	val, ok := encodeFor(r, verdictCodec, rkey, sk, vd, ttl)
 	if !ok {
 		return
 	}
-	if err := r.c.Set(ctx, r.valueKey(LayerVerdict, sk), val, ttl).Err(); err != nil {
+	if err := r.c.Set(ctx, rkey, val, ttl).Err(); err != nil {
 		r.failed(ctx, redisOpWrite, err)
 	}
 }
 
 var verdictCodec = valueCodec[resolve.Verdict]{
 	layer: 'v',
+	max:   maxVerdictValue,
 	payload: func(_ string, vd resolve.Verdict) ([]byte, bool) {
 		if checkVerdict(vd) != nil {
 			return nil, false

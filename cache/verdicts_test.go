@@ -160,7 +160,7 @@ func TestVerdictsSharedThroughRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
-		if !strings.HasPrefix(k, DefaultRedisKeyPrefix+"v1:verdict:") || len(k) > len(DefaultRedisKeyPrefix)+len("v1:verdict:k:")+maxVerdictKey {
+		if !strings.HasPrefix(k, DefaultRedisKeyPrefix+redisValueFormat+":verdict:") || len(k) > len(DefaultRedisKeyPrefix)+len(redisValueFormat+":verdict:k:")+maxVerdictKey {
 			t.Errorf("redis key %q (%d bytes)", k, len(k))
 		}
 	}
@@ -221,7 +221,7 @@ func TestVerdictsTTL(t *testing.T) {
 		t.Errorf("zero and capped TTL: redis commands %v, want one SET", n)
 	}
 	a.want(t, "zero TTL", "zero", nil, oneRead)
-	if ttl := newRedisClient(t, rs.Addr).PTTL(ctx, DefaultRedisKeyPrefix+"v1:verdict:k:capped").Val(); ttl <= MaxVerdictTTL-time.Minute || ttl > MaxVerdictTTL {
+	if ttl := newRedisClient(t, rs.Addr).PTTL(ctx, DefaultRedisKeyPrefix+redisValueFormat+":verdict:k:capped").Val(); ttl <= MaxVerdictTTL-time.Minute || ttl > MaxVerdictTTL {
 		t.Errorf("capped TTL %v, want %v", ttl, MaxVerdictTTL)
 	}
 }
@@ -283,7 +283,7 @@ func TestVerdictsMalformedInRedis(t *testing.T) {
 	a := newVerdictDaemon(t, rs.Addr, healthyRedisTimeout, 0)
 	ctx := context.Background()
 	c := newRedisClient(t, rs.Addr)
-	key := DefaultRedisKeyPrefix + "v1:verdict:k:"
+	key := DefaultRedisKeyPrefix + redisValueFormat + ":verdict:k:"
 	bad := map[string][]byte{
 		"garbage": []byte("garbage"),
 		"layer":   mustEncode(t, tagsCodec, "x", []string{"1.0"}),
@@ -298,8 +298,8 @@ func TestVerdictsMalformedInRedis(t *testing.T) {
 		}
 		a.want(t, "malformed "+name, name, nil, oneRead)
 	}
-	if n := testutil.ToFloat64(a.rd.m.malformed.WithLabelValues(LayerVerdict)); n != float64(len(bad)) {
-		t.Errorf("malformed %v, want %d", n, len(bad))
+	if n := testutil.ToFloat64(a.rd.m.rejected.WithLabelValues(LayerVerdict, rejectCorrupt)); n != float64(len(bad)) {
+		t.Errorf("rejected as corrupt %v, want %d", n, len(bad))
 	}
 	a.v.SetVerdict(ctx, "garbage", signed, time.Hour)
 	b := newVerdictDaemon(t, rs.Addr, healthyRedisTimeout, 0)
@@ -308,7 +308,7 @@ func TestVerdictsMalformedInRedis(t *testing.T) {
 
 func mustEncode[V any](t *testing.T, c valueCodec[V], key string, v V) []byte {
 	t.Helper()
-	b, ok := c.encode(key, v, time.Hour)
+	b, ok := c.encode(key, v, time.Hour, false)
 	if !ok {
 		t.Fatal("encode refused")
 	}

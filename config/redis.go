@@ -1,10 +1,12 @@
 package config
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"slices"
@@ -36,6 +38,11 @@ type RedisConfig struct {
 	DialTimeout        time.Duration
 	Timeout            time.Duration // per command, read and write
 	ContentTTL         time.Duration // manifests and configs by digest
+	// MACKeyFile holds the key values in Redis are authenticated with ("": not
+	// authenticated); read by MACKey.
+	MACKeyFile   string
+	DecodeMemory int64 // bytes of values being decompressed at once
+	MaxReply     int64 // bytes of one reply
 }
 
 // DefaultRedisConfig is no shared tier, and the settings it gets once an address
@@ -46,6 +53,9 @@ func DefaultRedisConfig() RedisConfig {
 		DialTimeout: cache.DefaultRedisDialTimeout,
 		Timeout:     cache.DefaultRedisTimeout,
 		ContentTTL:  cache.DefaultRedisContentTTL,
+
+		DecodeMemory: cache.DefaultRedisDecodeMemory,
+		MaxReply:     cache.DefaultRedisMaxReply,
 	}
 }
 
@@ -114,6 +124,15 @@ func redisSettings() []Setting {
 			func(c *Config) *time.Duration { return &c.Redis.Timeout }, time.Millisecond, 10*time.Second),
 		timeout("contentTTL", "IMAGE_RESOLVER_REDIS_CONTENT_TTL", "redis-content-ttl", "how long manifests and configs by digest stay in Redis (not extended by reads)",
 			func(c *Config) *time.Duration { return &c.Redis.ContentTTL }, time.Minute, 30*24*time.Hour),
+		str("macKeyFile", "IMAGE_RESOLVER_REDIS_MAC_KEY_FILE", "redis-mac-key-file",
+			`file holding the key (32 bytes or more, e.g. a mounted Secret) every replica authenticates the values it shares in Redis with, read at start and every 10s ("": values not authenticated; see docs/redis.md)`, "path",
+			func(c *Config) *string { return &c.Redis.MACKeyFile }, nil),
+		byteRangeSetting(redisSection+"decodeMemory", "IMAGE_RESOLVER_REDIS_DECODE_MEMORY", "redis-decode-memory",
+			"bytes the Redis values being decompressed may hold at once in the daemon; a value over it, or that finds it full, is fetched from the registry instead",
+			func(c *Config) *int64 { return &c.Redis.DecodeMemory }, 4<<20, 16<<30),
+		byteRangeSetting(redisSection+"maxReply", "IMAGE_RESOLVER_REDIS_MAX_REPLY", "redis-max-reply",
+			"bytes of one Redis reply at most; a larger one is refused before it is read and the daemon goes on without Redis until it answers again",
+			func(c *Config) *int64 { return &c.Redis.MaxReply }, 1<<20, 1<<30),
 	}
 }
 
@@ -208,6 +227,11 @@ func (r RedisConfig) Validate() error {
 			return fmt.Errorf("redis.passwordFile: %w", err)
 		}
 	}
+	if r.MACKeyFile != "" {
+		if _, err := r.MACKey(); err != nil {
+			return err
+		}
+	}
 	if _, err := r.TLSConfig(); err != nil {
 		return err
 	}
@@ -267,4 +291,33 @@ func (r RedisConfig) Password() (string, error) {
 		return p, nil
 	}
 	return os.Getenv(RedisPasswordEnv), nil
+}
+
+// maxMACKeyFile bounds what is read of the MAC key file (a key is far shorter).
+const maxMACKeyFile = 64 << 10
+
+// MACKey returns the key of the values' HMAC, read from MACKeyFile at each call
+// (the tier calls it at start and every 10s, to follow a rotated Secret): the
+// file's bytes without a trailing newline, at least cache.MinRedisMACKey of them.
+// Errors name the file and the key's length, never its content.
+func (r RedisConfig) MACKey() ([]byte, error) {
+	f, err := os.Open(r.MACKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("redis.macKeyFile: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxMACKeyFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("redis.macKeyFile: %w", err)
+	}
+	if len(b) > maxMACKeyFile {
+		return nil, fmt.Errorf("redis.macKeyFile: %s holds more than %d bytes; a key is %d to %d bytes (e.g. openssl rand -base64 48)",
+			r.MACKeyFile, maxMACKeyFile, cache.MinRedisMACKey, maxMACKeyFile)
+	}
+	b = bytes.TrimRight(b, "\r\n")
+	if len(b) < cache.MinRedisMACKey {
+		return nil, fmt.Errorf("redis.macKeyFile: %s holds a key of %d bytes, want at least %d (e.g. openssl rand -base64 48)",
+			r.MACKeyFile, len(b), cache.MinRedisMACKey)
+	}
+	return b, nil
 }

@@ -172,6 +172,9 @@ redis:                                 # the registry view shared by several rep
   dialTimeout: 200ms                   # past these the daemon goes on without Redis until it answers
   timeout: 200ms
   contentTTL: 24h                      # manifests and configs by digest
+  macKeyFile: ""                       # key (32+ bytes, a mounted Secret) authenticating values; "" (default): not authenticated
+  decodeMemory: 128MiB                 # bytes of values being decompressed at once
+  maxReply: 64MiB                      # bytes of one reply; a larger one is refused before it is read
 trust:                                 # signatures: policies' verify, registries entries' requireSignature
   keys: {}                             # public keys by name, e.g. {release: /etc/argocd-image-resolver/keys/release.pub}
   trustedRoot: ""                      # Sigstore trusted_root.json, needed by keyless requirements (or tufURL)
