@@ -26,7 +26,7 @@ import (
 // expands to.
 
 // DefaultRedisDecodeMemory is the default decode budget of the tier.
-const DefaultRedisDecodeMemory = 128 << 20
+const DefaultRedisDecodeMemory = 64 << 20
 
 // decoderMemory is what a decoder in use holds besides its output: its history
 // (at most zstdWindow, as decoders refuse larger windows) and two blocks.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/spf13/pflag"
 )
 
@@ -28,7 +29,7 @@ redis:
 	}{
 		{"defaults", nil, nil, DefaultRedisConfig()},
 		{"file", nil, map[string]string{ConfigEnv: file}, RedisConfig{Address: "redis-file:6379", KeyPrefix: "file:", TLS: true, ServerName: "redis.internal",
-			DialTimeout: 200 * time.Millisecond, Timeout: 300 * time.Millisecond, ContentTTL: 24 * time.Hour, DecodeMemory: 128 << 20, MaxReply: 32 << 20}},
+			DialTimeout: 200 * time.Millisecond, Timeout: 300 * time.Millisecond, ContentTTL: 24 * time.Hour, DecodeMemory: cache.DefaultRedisDecodeMemory, MaxReply: 32 << 20}},
 		{"env over file", nil, map[string]string{ConfigEnv: file, "IMAGE_RESOLVER_REDIS_ADDR": "argocd-redis:6379", "IMAGE_RESOLVER_REDIS_TLS": "false",
 			"IMAGE_RESOLVER_REDIS_SERVER_NAME": " ", "IMAGE_RESOLVER_REDIS_USERNAME": "resolver", "IMAGE_RESOLVER_REDIS_DECODE_MEMORY": "256MiB",
 			"IMAGE_RESOLVER_REDIS_MAC_KEY_FILE": key},
@@ -38,7 +39,7 @@ redis:
 			"--redis-password-file", pw, "--redis-content-ttl", "1h", "--redis-max-reply", "16MiB", "--redis-mac-key-file", key},
 			map[string]string{"IMAGE_RESOLVER_REDIS_ADDR": "env:2", "IMAGE_RESOLVER_REDIS_MAC_KEY_FILE": "/nonexistent"},
 			RedisConfig{Address: "flag:1", PasswordFile: pw, TLS: true, InsecureSkipVerify: true, KeyPrefix: "argocd-image-resolver:",
-				DialTimeout: 50 * time.Millisecond, Timeout: 200 * time.Millisecond, ContentTTL: time.Hour, MACKeyFile: key, DecodeMemory: 128 << 20, MaxReply: 16 << 20}},
+				DialTimeout: 50 * time.Millisecond, Timeout: 200 * time.Millisecond, ContentTTL: time.Hour, MACKeyFile: key, DecodeMemory: cache.DefaultRedisDecodeMemory, MaxReply: 16 << 20}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -173,7 +173,7 @@ redis:                                 # the registry view shared by several rep
   timeout: 200ms
   contentTTL: 24h                      # manifests and configs by digest
   macKeyFile: ""                       # key (32+ bytes, a mounted Secret) authenticating values; "" (default): not authenticated
-  decodeMemory: 128MiB                 # bytes of values being decompressed at once
+  decodeMemory: 64MiB                  # bytes of values being decompressed at once
   maxReply: 64MiB                      # bytes of one reply; a larger one is refused before it is read
 trust:                                 # signatures: policies' verify, registries entries' requireSignature
   keys: {}                             # public keys by name, e.g. {release: /etc/argocd-image-resolver/keys/release.pub}
