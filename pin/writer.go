@@ -113,6 +113,7 @@ type Writer struct {
 	backoff                 time.Duration
 	create                  bool
 	holdHistory             int
+	maxRepoBytes            int64
 	attemptTimeout          time.Duration
 	flushTimeout            time.Duration
 	metrics                 *writerMetrics
@@ -146,6 +147,7 @@ func NewWriter(opts ...WriterOption) *Writer {
 		attemptTimeout: DefaultAttemptTimeout,
 		flushTimeout:   DefaultFlushTimeout,
 		holdHistory:    DefaultHoldHistory,
+		maxRepoBytes:   DefaultMaxRepositoryBytes,
 		log:            slog.Default(),
 		now:            time.Now,
 		locks:          map[queueKey]chan struct{}{},
@@ -403,12 +405,13 @@ func (w *Writer) newTarget(rem *remote, key queueKey, edits []Edit) *target {
 		holdHistory = 0
 	}
 	return &target{
-		remote: rem,
-		branch: key.branch,
-		create: w.create,
-		edits:  edits,
-		author: object.Signature{Name: w.authorName, Email: w.authorEmail},
-		signer: w.signer,
+		remote:   rem,
+		branch:   key.branch,
+		create:   w.create,
+		edits:    edits,
+		author:   object.Signature{Name: w.authorName, Email: w.authorEmail},
+		signer:   w.signer,
+		maxBytes: w.maxRepoBytes,
 		// holdHistory: how many commits a write reads for reverts (holds.go)
 		holdHistory: holdHistory,
 		message: func(branch string, applied []appliedPin) (string, error) {

@@ -144,3 +144,22 @@ func WithOnWritten(f func(repoURL, branch string, res Result)) WriterOption {
 func WithConfirmer(c Confirmer) WriterOption {
 	return func(w *Writer) { w.confirmer = c }
 }
+
+// WithMaxRepositoryBytes bounds what a write fetches and holds of one
+// repository (default DefaultMaxRepositoryBytes, 256 MiB): the bytes of the
+// packs its fetches transfer, and the sizes of the objects they hold once
+// inflated (each object counted for 256 bytes more). A fetch past it fails,
+// and the write with it, with a *TooLargeError (ErrRepositoryTooLarge) naming
+// the repository, the bound and the setting git.maxRepositoryBytes. The
+// repository is kept on disk under the temporary directory while a write
+// works on it (at most twice the bound, briefly, while a pack is checked and
+// indexed) and its objects are read lazily: only the commits, the trees on
+// the way to the files edited and those files are read. n <= 0 keeps the
+// default.
+func WithMaxRepositoryBytes(n int64) WriterOption {
+	return func(w *Writer) {
+		if n > 0 {
+			w.maxRepoBytes = n
+		}
+	}
+}
