@@ -2,6 +2,7 @@ package pin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -225,7 +226,8 @@ func (w *Writer) flush(ctx context.Context, b *batch) {
 // held.
 func (w *Writer) requeue(ctx context.Context, b *batch, again []Edit, err error) {
 	shown := redactURL(b.key.repo)
-	if w.stopping || ctx.Err() != nil || b.failures+1 >= maxBatchFailures {
+	// a repository over the bound stays over it: fetching it again cannot help
+	if w.stopping || ctx.Err() != nil || b.failures+1 >= maxBatchFailures || errors.Is(err, ErrRepositoryTooLarge) {
 		pins := 0
 		for _, e := range again {
 			pins += len(e.Pins)

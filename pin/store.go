@@ -55,8 +55,12 @@ type TooLargeError struct {
 }
 
 func (e *TooLargeError) Error() string {
+	what := "transferred"
+	if e.What == "inflated" {
+		what = "would hold (inflated)"
+	}
 	return fmt.Sprintf("git repository %s: the pin writer holds at most %s of a repository, and fetching this one's branch %s more; its pins are not pushed: raise %s, or keep large files out of the branch pins are committed to",
-		e.Repository, formatBytes(e.Bound), map[string]string{"transferred": "transferred", "inflated": "would hold (inflated)"}[e.What], MaxRepositoryBytesSetting)
+		e.Repository, formatBytes(e.Bound), what, MaxRepositoryBytesSetting)
 }
 
 // Unwrap makes the error ErrRepositoryTooLarge.
