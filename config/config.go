@@ -5,6 +5,7 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/render"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
@@ -172,6 +173,7 @@ func DefaultConfig() Config {
 		RenderTimeout:         DefaultRenderTimeout,
 		Redis:                 DefaultRedisConfig(),
 		Trust:                 DefaultTrustConfig(),
+		Git:                   GitConfig{MaxRepositoryBytes: pin.DefaultMaxRepositoryBytes},
 		RenderWorkers:         DefaultRenderWorkers,
 		RenderWorkerMemory:    DefaultRenderWorkerMemory,
 		DaemonMemory:          DefaultDaemonMemory,

@@ -46,6 +46,64 @@ type GitConfig struct {
 	// pull-request), per repository URL prefix; the longest matching prefix
 	// wins.
 	Forges []GitForge `json:"forges,omitempty"`
+	// MaxRepositoryBytes bounds what the pin writer fetches and holds of one
+	// repository (git.maxRepositoryBytes, also an environment variable and a
+	// flag); 0 is pin.DefaultMaxRepositoryBytes.
+	MaxRepositoryBytes int64 `json:"-"`
+}
+
+const gitSection = "git."
+
+// gitSettings are the git.* settings that are also environment variables and
+// flags; in the file they are keys of the git: section beside the others.
+func gitSettings() []Setting {
+	maxRepo := sizeSetting(gitSection+"maxRepositoryBytes", "IMAGE_RESOLVER_GIT_MAX_REPOSITORY_BYTES", "git-max-repository-bytes",
+		"bytes the pin writer fetches and holds of one repository at most (the packs a write transfers, and their objects inflated); past it the repository's pins are not pushed, with an error naming it",
+		func(c *Config) *int64 { return &c.Git.MaxRepositoryBytes })
+	maxRepo.get = func(c *Config) string { return FormatSize(c.Git.maxRepositoryBytes()) }
+	return []Setting{maxRepo}
+}
+
+// maxRepositoryBytes is MaxRepositoryBytes, or its default when unset (a
+// GitConfig built in code).
+func (g GitConfig) maxRepositoryBytes() int64 {
+	if g.MaxRepositoryBytes > 0 {
+		return g.MaxRepositoryBytes
+	}
+	return pin.DefaultMaxRepositoryBytes
+}
+
+// parseGitSection reads the git: section: its settings (gitSettings) through
+// Set, the rest strictly (parseGit).
+func (c *Config) parseGitSection(source string, raw json.RawMessage) error {
+	var sec map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &sec); err == nil {
+		for _, s := range gitSettings() {
+			k := strings.TrimPrefix(s.Key, gitSection)
+			v, ok := sec[k]
+			if !ok {
+				continue
+			}
+			str, err := scalar(v)
+			if err != nil {
+				return &resolve.InputError{Field: source + ": " + s.Key, Value: string(v), Accepted: "a single value"}
+			}
+			if err := c.Set(s.Key, str, source+": "+s.Key); err != nil {
+				return err
+			}
+			delete(sec, k)
+		}
+		if raw, err = json.Marshal(sec); err != nil {
+			return fmt.Errorf("config %s: git: %w", source, err)
+		}
+	}
+	g, err := parseGit(source, raw)
+	if err != nil {
+		return err
+	}
+	g.MaxRepositoryBytes = c.Git.MaxRepositoryBytes
+	c.Git = g
+	return nil
 }
 
 // GitCredential is the credential for the repositories under Prefix, read when a
@@ -114,7 +172,7 @@ func parseGit(source string, raw json.RawMessage) (GitConfig, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&g); err != nil {
-		return GitConfig{}, fmt.Errorf("config %s: git: %w (accepted keys: author, message, batchWindow, credentials: [{prefix, username, passwordFile | passwordEnv} for https, {prefix, sshKeyFile, sshKeyPassphraseFile, knownHostsFile} for ssh], signingKeyFile, signingKeyPassphraseFile, forges: [{prefix, kind, api, tokenFile, appID, installationID, privateKeyFile, labels, reviewers, assignees, autoMerge}])", source, err)
+		return GitConfig{}, fmt.Errorf("config %s: git: %w (accepted keys: author, message, batchWindow, credentials: [{prefix, username, passwordFile | passwordEnv} for https, {prefix, sshKeyFile, sshKeyPassphraseFile, knownHostsFile} for ssh], signingKeyFile, signingKeyPassphraseFile, forges: [{prefix, kind, api, tokenFile, appID, installationID, privateKeyFile, labels, reviewers, assignees, autoMerge}], maxRepositoryBytes)", source, err)
 	}
 	if err := g.Validate(); err != nil {
 		return GitConfig{}, fmt.Errorf("config %s: %w", source, err)

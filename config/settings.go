@@ -164,6 +164,7 @@ maxTrackedApps: 10000                  # apps watched at most (least recently re
 git:                                   # how pins are committed (apps with pin-mode write or use)
   author: "argocd-image-resolver <argocd-image-resolver@localhost>"
   batchWindow: 2s                      # changes for one repository and branch within this time: one commit
+  maxRepositoryBytes: 256MiB           # fetched and held of one repository at most; past it its pins are refused, naming it
   credentials:                         # HTTPS, longest prefix wins; other repositories are tried without
     - {prefix: "https://git.example.com/org/", username: bot, passwordFile: /etc/argocd-image-resolver/git-token}
 redis:                                 # the registry view shared by several replicas (docs/redis.md)
@@ -395,7 +396,7 @@ func Settings() []Setting {
 				return nil
 			},
 			get: func(c *Config) string { return strconv.Itoa(c.MaxTrackedApps) }},
-	}, slices.Concat(memorySettings(), redisSettings(), trustSettings())...)
+	}, slices.Concat(memorySettings(), redisSettings(), trustSettings(), gitSettings())...)
 }
 
 func settingByKey(key string) (Setting, bool) {

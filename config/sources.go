@@ -24,7 +24,7 @@ import (
 func fileKeys() []string {
 	var keys []string
 	for _, s := range Settings() {
-		if !strings.HasPrefix(s.Key, redisSection) && !strings.HasPrefix(s.Key, trustSection) { // the sections'
+		if !strings.HasPrefix(s.Key, redisSection) && !strings.HasPrefix(s.Key, trustSection) && !strings.HasPrefix(s.Key, gitSection) { // the sections'
 			keys = append(keys, s.Key)
 		}
 	}
@@ -91,11 +91,9 @@ func (c *Config) ParseFile(source string, raw []byte) error {
 				return err
 			}
 		case "git":
-			g, err := parseGit(source, v)
-			if err != nil {
+			if err := c.parseGitSection(source, v); err != nil {
 				return err
 			}
-			c.Git = g
 		default:
 			set, _ := settingByKey(k)
 			s, err := scalar(v)

@@ -201,7 +201,7 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 			d.Refresher.landings.written(repo, branch, res)
 		}
 	})
-	d.pins = compose.NewPinWriter(cfg, o.log, d.Metrics.Registry, append([]pin.WriterOption{pin.WithOnResult(d.pinResult), written}, o.pinOpts...)...)
+	d.pins = compose.NewPinWriter(cfg, o.log, d.Metrics.Registry, append([]pin.WriterOption{pin.WithOnResult(d.pinResult), written, pin.WithConfirmer(compose.PinConfirmer(remote))}, o.pinOpts...)...)
 	if cfg.Refresh == config.RefreshHard {
 		every := o.refreshEvery
 		if every <= 0 {

@@ -14,7 +14,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage"
-	"github.com/go-git/go-git/v5/storage/memory"
 )
 
 // Errors a Write can be tested for with errors.Is. The messages of the errors
@@ -58,6 +57,9 @@ type target struct {
 	edits  []Edit
 	author object.Signature
 	signer Signer // nil: the commit is not signed
+	// maxBytes bounds what the attempt fetches and holds of the repository
+	// (store.go).
+	maxBytes int64
 	// holdHistory is how many commits of the branch are read for a person's
 	// revert of a pin (holds.go); 0: none.
 	holdHistory int
@@ -110,8 +112,8 @@ func (t *target) tips(ctx context.Context, rem *git.Remote) (map[string]plumbing
 	return tips, def, nil
 }
 
-// run makes one attempt: fetch the branch's tip (in memory; depth 1, or the
-// history holds read), apply the
+// run makes one attempt: fetch the branch's tip (on disk, bounded; depth 1,
+// or the history holds read), apply the
 // edits to it, commit, and push the commit to that branch only, as a
 // fast-forward of the tip fetched (never forced).
 func (t *target) run(ctx context.Context, now time.Time) (_ *attempt, aerr *attemptError) {
@@ -121,10 +123,11 @@ func (t *target) run(ctx context.Context, now time.Time) (_ *attempt, aerr *atte
 			aerr.branch = branch
 		}
 	}()
-	repo, rem, aerr := t.open()
+	repo, rem, done, aerr := t.open()
 	if aerr != nil {
 		return nil, aerr
 	}
+	defer done()
 	// A named branch is fetched straight away (its advertisement is the only
 	// listing needed); the default branch needs the list of branches and HEAD
 	// first, and so does a missing branch the writer may create (fetchBase).
@@ -161,18 +164,24 @@ func (t *target) run(ctx context.Context, now time.Time) (_ *attempt, aerr *atte
 	return out, nil
 }
 
-// open makes the in-memory repository an attempt works in, with the remote
-// "origin".
-func (t *target) open() (*git.Repository, *git.Remote, *attemptError) {
-	repo, err := git.Init(memory.NewStorage(), nil)
+// open makes the repository an attempt works in (store.go: on disk, read
+// lazily, bounded by t.maxBytes), with the remote "origin"; done removes it.
+func (t *target) open() (_ *git.Repository, _ *git.Remote, done func(), _ *attemptError) {
+	s, err := newBoundedStore(t.remote.shown, t.maxBytes)
 	if err != nil {
-		return nil, nil, &attemptError{kind: kindPermanent, err: err}
+		return nil, nil, nil, &attemptError{kind: kindTransient, local: true, err: err}
+	}
+	repo, err := git.Init(s, nil)
+	if err != nil {
+		s.close()
+		return nil, nil, nil, &attemptError{kind: kindPermanent, err: err}
 	}
 	rem, err := repo.CreateRemote(&gitconfig.RemoteConfig{Name: "origin", URLs: []string{t.remote.url}})
 	if err != nil {
-		return nil, nil, &attemptError{kind: kindPermanent, err: &gitError{msg: t.remote.scrub(fmt.Sprintf("git repository %s: %v", t.remote.shown, err))}}
+		s.close()
+		return nil, nil, nil, &attemptError{kind: kindPermanent, err: &gitError{msg: t.remote.scrub(fmt.Sprintf("git repository %s: %v", t.remote.shown, err))}}
 	}
-	return repo, rem, nil
+	return repo, rem, s.close, nil
 }
 
 // resolveDefault names the remote's default branch (the one HEAD names).
@@ -362,6 +371,11 @@ func (t *target) fetch(ctx context.Context, repo *git.Repository, branch string)
 		Auth:       t.remote.auth,
 		Tags:       git.NoTags,
 	})
+	var tooLarge *TooLargeError
+	if errors.As(err, &tooLarge) {
+		// fetching it again cannot help: refused, naming the bound and the setting
+		return plumbing.ZeroHash, &attemptError{kind: kindPermanent, err: tooLarge}
+	}
 	if errors.Is(err, git.NoMatchingRefSpecError{}) {
 		return plumbing.ZeroHash, &attemptError{kind: kindPermanent, err: &gitError{is: []error{ErrBranchNotFound},
 			msg: fmt.Sprintf("git repository %s has no branch %q: pins are committed to an existing branch (create it, or set pin-branch to one)", t.remote.shown, branch)}}

@@ -28,6 +28,9 @@ type writerMetrics struct {
 	conflicts prometheus.Counter
 	holds     prometheus.Counter
 	pending   prometheus.Gauge
+	// unconfirmed counts pins the registry did not confirm at commit time, by
+	// reason (UnconfirmedNotFound, ...).
+	unconfirmed *prometheus.CounterVec
 	// pullRequests counts pull requests by action (PRCreated, ...).
 	pullRequests *prometheus.CounterVec
 }
@@ -51,6 +54,9 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 			Help: "Pins not written because their reference is held: a person replaced it in git (a held: entry of the pins file, written when the branch's history shows the revert)."}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: "pins_pending",
 			Help: "Pins submitted and not yet committed (waiting for their batch window, being pushed, or waiting to retry)."}),
+		unconfirmed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "pin_unconfirmed_total",
+			Help: "Pins not committed because the registry did not confirm them right before the commit, by reason: not_found (no such tag: the app's change is dropped); " +
+				"digest_changed (the tag points at another digest: dropped); registry_error (the registry could not say: tried again in the next round)."}, []string{"reason"}),
 		pullRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: "pin_pull_requests_total",
 			Help: "Pull requests of pins (pin-push pull-request), by action: created; updated (a newer image); unchanged; " +
 				"closed-not-reopened (a person closed or merged one with these very references)."}, []string{"action"}),
@@ -65,6 +71,10 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 	m.holds = promreg.Register(reg, m.holds)
 	m.pending = promreg.Register(reg, m.pending)
 	m.pullRequests = promreg.Register(reg, m.pullRequests)
+	m.unconfirmed = promreg.Register(reg, m.unconfirmed)
+	for _, r := range []string{UnconfirmedNotFound, UnconfirmedMoved, UnconfirmedRegistryError} {
+		m.unconfirmed.WithLabelValues(r)
+	}
 	for _, a := range []string{PRCreated, PRUpdated, PRUnchanged, PRNotReopened} {
 		m.pullRequests.WithLabelValues(a)
 	}

@@ -119,10 +119,11 @@ func (w *Writer) newPRTarget(ctx context.Context, t *target, key queueKey) (*prT
 // with a lease on the tip seen), then one listing of the open pull requests
 // and one request per group whose pull request is to be opened or updated.
 func (p *prTarget) run(ctx context.Context, now time.Time) (_ *attempt, aerr *attemptError) {
-	repo, rem, aerr := p.open()
+	repo, rem, done, aerr := p.open()
 	if aerr != nil {
 		return nil, aerr
 	}
+	defer done()
 	tips, def, aerr := p.tips(ctx, rem)
 	if aerr != nil {
 		return nil, aerr

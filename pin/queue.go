@@ -2,6 +2,8 @@ package pin
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -184,24 +186,54 @@ func (w *Writer) flush(ctx context.Context, b *batch) {
 		defer w.afterFlush() // last: after the batch is accounted for and w.mu released
 	}
 	edits := b.list()
-	_, err := w.write(ctx, b.key, edits)
-	if w.onResult != nil {
-		for _, e := range edits {
+	res, err := w.write(ctx, b.key, edits)
+	unconfirmed := map[string]Unconfirmed{}
+	for _, u := range res.Unconfirmed {
+		unconfirmed[u.App+"\x00"+u.File] = u
+	}
+	// again: the edits to try in the next round (those the write failed, and
+	// those the registry could not confirm); an edit the registry refuted is
+	// dropped (its app's next render submits what the registry has)
+	var again []Edit
+	for _, e := range edits {
+		u, refused := unconfirmed[e.App+"\x00"+e.File()]
+		switch {
+		case refused && w.onResult != nil:
+			w.onResult(e.App, u.Err)
+		case w.onResult != nil:
 			w.onResult(e.App, err)
 		}
+		if (refused && u.Reason == UnconfirmedRegistryError) || (!refused && err != nil) {
+			again = append(again, e)
+		}
+	}
+	if err == nil && len(again) > 0 {
+		err = fmt.Errorf("%d pin changes not confirmed by the registry: %w", len(again), ErrUnconfirmed)
 	}
 	w.mu.Lock()
 	defer w.signal()
 	defer w.mu.Unlock()
 	delete(w.inflight, b.key)
 	w.addPending(-b.pins)
-	if err == nil {
+	if len(again) == 0 {
 		return
 	}
+	w.requeue(ctx, b, again, err)
+}
+
+// requeue queues again the edits of batch b whose write failed with err, to be
+// tried after a pause, under the changes submitted since (which win); w.mu is
+// held.
+func (w *Writer) requeue(ctx context.Context, b *batch, again []Edit, err error) {
 	shown := redactURL(b.key.repo)
-	if w.stopping || ctx.Err() != nil || b.failures+1 >= maxBatchFailures {
+	// a repository over the bound stays over it: fetching it again cannot help
+	if w.stopping || ctx.Err() != nil || b.failures+1 >= maxBatchFailures || errors.Is(err, ErrRepositoryTooLarge) {
+		pins := 0
+		for _, e := range again {
+			pins += len(e.Pins)
+		}
 		w.log.Error("pins dropped: not written", "repository", shown, "branch", b.key.shownBranch(),
-			"pins", b.pins, "failures", b.failures+1, "error", err.Error())
+			"pins", pins, "failures", b.failures+1, "error", err.Error())
 		return
 	}
 	nb := newBatch(b.key)
@@ -211,8 +243,8 @@ func (w *Writer) flush(ctx context.Context, b *batch) {
 		delay *= 2
 	}
 	nb.due = w.now().Add(min(delay, maxRequeueDelay))
-	for _, e := range b.edits {
-		nb.add(*e)
+	for _, e := range again {
+		nb.add(e)
 	}
 	if newer := w.queues[b.key]; newer != nil {
 		for _, e := range newer.edits {

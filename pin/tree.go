@@ -13,8 +13,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 )
 
-// Reading and writing git trees in memory: the files pins are read from and the
-// commit that sets them, without a work tree.
+// Reading and writing git trees, read lazily from the attempt's storage: the
+// files pins are read from and the commit that sets them, without a work tree.
 
 // readFile reads path at tree: nil when it does not exist; an error when it (or
 // a directory on its way) is something else than a regular file (a directory, a

@@ -65,6 +65,10 @@ type Result struct {
 	// PullRequests are the pull requests of a PushPullRequest write, one per
 	// group, in the order of the groups' branches.
 	PullRequests []PullRequestResult
+	// Unconfirmed are the apps whose pins were not committed because the
+	// registry did not confirm one of them right before the commit
+	// (WithConfirmer).
+	Unconfirmed []Unconfirmed
 }
 
 // Defaults of a Writer's options.
@@ -101,6 +105,7 @@ type Writer struct {
 	afterFlush              func()
 	auth                    func(string) (transport.AuthMethod, error)
 	signer                  Signer
+	confirmer               Confirmer
 	authorName, authorEmail string
 	message                 *messageTemplate
 	window                  time.Duration
@@ -108,6 +113,7 @@ type Writer struct {
 	backoff                 time.Duration
 	create                  bool
 	holdHistory             int
+	maxRepoBytes            int64
 	attemptTimeout          time.Duration
 	flushTimeout            time.Duration
 	metrics                 *writerMetrics
@@ -141,6 +147,7 @@ func NewWriter(opts ...WriterOption) *Writer {
 		attemptTimeout: DefaultAttemptTimeout,
 		flushTimeout:   DefaultFlushTimeout,
 		holdHistory:    DefaultHoldHistory,
+		maxRepoBytes:   DefaultMaxRepositoryBytes,
 		log:            slog.Default(),
 		now:            time.Now,
 		locks:          map[queueKey]chan struct{}{},
@@ -235,7 +242,8 @@ func checkChange(c Change) error {
 // pushes it, synchronously. Nothing to apply (every pin already there, or a
 // conflict) makes no commit and no error. Errors name the repository and
 // branch, never a credential; see ErrBranchNotFound, ErrCredentials and
-// ErrNotPushed.
+// ErrNotPushed. With WithConfirmer, the apps whose pins the registry did not
+// confirm are not committed and are in Result.Unconfirmed, not in the error.
 func (w *Writer) Write(ctx context.Context, changes []Change) (Result, error) {
 	if len(changes) == 0 {
 		return Result{}, nil
@@ -307,6 +315,18 @@ func (w *Writer) write(ctx context.Context, key queueKey, edits []Edit) (Result,
 	defer unlock()
 
 	rem := newRemote(key.repo, auth)
+	edits, unconfirmed := w.confirm(ctx, rem.shown, edits)
+	if len(edits) == 0 {
+		return Result{Unconfirmed: unconfirmed}, nil
+	}
+	res, err := w.try(ctx, rem, key, edits)
+	res.Unconfirmed = unconfirmed
+	return res, err
+}
+
+// try makes the attempts of a write of edits to key, until one succeeds
+// or one fails for good.
+func (w *Writer) try(ctx context.Context, rem *remote, key queueKey, edits []Edit) (Result, error) {
 	t := w.newTarget(rem, key, edits)
 	run := t.run
 	if key.push == PushPullRequest {
@@ -385,12 +405,13 @@ func (w *Writer) newTarget(rem *remote, key queueKey, edits []Edit) *target {
 		holdHistory = 0
 	}
 	return &target{
-		remote: rem,
-		branch: key.branch,
-		create: w.create,
-		edits:  edits,
-		author: object.Signature{Name: w.authorName, Email: w.authorEmail},
-		signer: w.signer,
+		remote:   rem,
+		branch:   key.branch,
+		create:   w.create,
+		edits:    edits,
+		author:   object.Signature{Name: w.authorName, Email: w.authorEmail},
+		signer:   w.signer,
+		maxBytes: w.maxRepoBytes,
 		// holdHistory: how many commits a write reads for reverts (holds.go)
 		holdHistory: holdHistory,
 		message: func(branch string, applied []appliedPin) (string, error) {

@@ -92,7 +92,7 @@ func WithHoldHistory(n int) WriterOption {
 
 // WithMetrics registers the writer's metrics with reg: pin_commits_total,
 // pin_pushes_total{outcome}, pin_push_retries_total, pin_conflicts_total,
-// pin_holds_total and pins_pending, prefixed argocd_image_resolver_. Writers given the same reg
+// pin_holds_total, pin_unconfirmed_total{reason} and pins_pending, prefixed argocd_image_resolver_. Writers given the same reg
 // share them.
 func WithMetrics(reg prometheus.Registerer) WriterOption {
 	return func(w *Writer) { w.metrics = newWriterMetrics(reg) }
@@ -129,4 +129,37 @@ func WithLogger(l *slog.Logger) WriterOption {
 // Argo CD to look at the branch again.
 func WithOnWritten(f func(repoURL, branch string, res Result)) WriterOption {
 	return func(w *Writer) { w.onWritten = f }
+}
+
+// WithConfirmer makes the writer ask the registry, right before it commits,
+// what each pin's tag points at (one request per distinct image and tag of the
+// round, however many apps share it): an app whose pin names a tag the
+// registry does not have, or a tag that now points at another digest than the
+// pin's, is not committed (its change is dropped; the next render submits it
+// anew); an app whose pin the registry could not confirm (5xx, timeout) is not
+// committed now and is tried again in the next round. The other apps' pins go
+// ahead. Each such app is in Result.Unconfirmed, told to WithOnResult's
+// function with an error wrapping ErrUnconfirmed, logged, and counted in
+// pin_unconfirmed_total{reason}. Without it (nil) pins are committed as given.
+func WithConfirmer(c Confirmer) WriterOption {
+	return func(w *Writer) { w.confirmer = c }
+}
+
+// WithMaxRepositoryBytes bounds what a write fetches and holds of one
+// repository (default DefaultMaxRepositoryBytes, 256 MiB): the bytes of the
+// packs its fetches transfer, and the sizes of the objects they hold once
+// inflated (each object counted for 256 bytes more). A fetch past it fails,
+// and the write with it, with a *TooLargeError (ErrRepositoryTooLarge) naming
+// the repository, the bound and the setting git.maxRepositoryBytes. The
+// repository is kept on disk under the temporary directory while a write
+// works on it (at most twice the bound, briefly, while a pack is checked and
+// indexed) and its objects are read lazily: only the commits, the trees on
+// the way to the files edited and those files are read. n <= 0 keeps the
+// default.
+func WithMaxRepositoryBytes(n int64) WriterOption {
+	return func(w *Writer) {
+		if n > 0 {
+			w.maxRepoBytes = n
+		}
+	}
 }

@@ -168,8 +168,9 @@ func NewDirectResolver(c config.Config, log *slog.Logger, opts ...resolve.Remote
 // repository prefix, HTTPS or SSH (config.GitConfig.AuthFor: read at each push, so
 // a rotated token or key is used at once; a repository no prefix matches is tried
 // without credentials), and the OpenPGP key pin commits are signed with, if any
-// (config.GitConfig.Signer: read at each commit), and the forges pull requests
-// of pins are opened on (git.forges). Its metrics go to reg; opts come last.
+// (config.GitConfig.Signer: read at each commit), the forges pull requests
+// of pins are opened on (git.forges), and the bound of what a write fetches
+// and holds of one repository (git.maxRepositoryBytes). Its metrics go to reg; opts come last.
 func NewPinWriter(c config.Config, log *slog.Logger, reg prometheus.Registerer, opts ...pin.WriterOption) *pin.Writer {
 	name, email := c.Git.GitAuthor()
 	base := []pin.WriterOption{
@@ -186,6 +187,9 @@ func NewPinWriter(c config.Config, log *slog.Logger, reg prometheus.Registerer, 
 	}
 	if c.Git.Message != "" {
 		base = append(base, pin.WithMessage(c.Git.Message))
+	}
+	if c.Git.MaxRepositoryBytes > 0 {
+		base = append(base, pin.WithMaxRepositoryBytes(c.Git.MaxRepositoryBytes))
 	}
 	if c.Git.BatchWindow > 0 {
 		base = append(base, pin.WithBatchWindow(time.Duration(c.Git.BatchWindow)))
