@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
@@ -202,7 +201,8 @@ func TestThinGenerate(t *testing.T) {
 // ran it is gone (killed, not left burning a CPU); the next render gets a new one.
 func TestDaemonStopsALoopingTemplate(t *testing.T) {
 	_, cfg := demoRegistry(t)
-	socket, _ := startDaemon(t, cfg, "--render-timeout", "2s", "--render-workers", "1")
+	// A worker bound high enough that the loop meets its deadline first.
+	socket, _ := startDaemon(t, cfg, "--render-timeout", "2s", "--render-workers", "1", "--render-worker-memory", "1GiB", "--memory-budget", "2GiB")
 	daemonPID := pidOf(t, socket)
 	env := map[string]string{"IMAGE_RESOLVER_SOCKET": socket, "ARGOCD_APP_NAME": "loop",
 		"ARGOCD_APP_SOURCE_PATH": "testdata/hostile/helm-loop"}
@@ -233,7 +233,7 @@ func TestDaemonStopsALoopingTemplate(t *testing.T) {
 	for kv := range strings.SplitSeq(string(environ), "\x00") {
 		k, v, _ := strings.Cut(kv, "=")
 		switch {
-		case k == "GOMEMLIMIT" && v != strconv.Itoa(config.DefaultRenderWorkerMemory/10*9):
+		case k == "GOMEMLIMIT" && v != strconv.Itoa((1<<30)/10*9):
 			t.Errorf("render worker's GOMEMLIMIT %s, want nine tenths of renderWorkerMemory", v)
 		case kv != "" && k != "PATH" && k != "HOME" && k != "GOMEMLIMIT":
 			t.Errorf("render worker inherited %s", k)
