@@ -28,7 +28,11 @@ import (
 
 // ---- daemon memory ----
 
-const helperEnv = "CACHE_BENCH_DAEMON_CONFIG"
+const (
+	helperEnv = "CACHE_BENCH_DAEMON_CONFIG"
+	// helperWorkersEnv makes the helper daemon render in worker processes.
+	helperWorkersEnv = "CACHE_BENCH_DAEMON_WORKERS"
+)
 
 // TestDaemonHelperProcess is the daemon of BenchmarkDaemonMemory, run as a process
 // of its own (this test binary, re-executed) so that its RSS is the daemon's alone.
@@ -42,8 +46,12 @@ func TestDaemonHelperProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	TuneGC() // as serve and sidecar do
-	d, err := New(cfg, WithLogger(slog.New(slog.DiscardHandler)),
-		WithRemoteOptions(resolve.WithKeychain(authn.NewMultiKeychain())))
+	opts := []Option{WithLogger(slog.New(slog.DiscardHandler)),
+		WithRemoteOptions(resolve.WithKeychain(authn.NewMultiKeychain()))}
+	if os.Getenv(helperWorkersEnv) == "1" {
+		opts = append(opts, WithRenderWorkers(workerCommand))
+	}
+	d, err := New(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,9 +26,12 @@ const (
 // or its whole request (Read) too slowly, or keeps a connection open with nothing to
 // ask (Idle), is disconnected; a header is at most MaxHeaderBytes. Bodies are
 // bounded by each handler (MaxBytesReader: maxBatchBytes for /v1/resolve, 1 MiB
-// for /v1/generate). There is no write timeout: a render takes as
-// long as its own deadline allows, and ends early when its caller goes away (the
-// read deadline does not cut a render short: TestLongRenderNotCutByReadTimeout).
+// for /v1/generate). There is no write timeout on a whole answer: a render takes
+// as long as its own deadline allows, and ends early when its caller goes away
+// (the read deadline does not cut a render short:
+// TestLongRenderNotCutByReadTimeout). A render's answer is streamed instead, each
+// chunk written within Write: a caller that stops reading is cut, and its render
+// stopped (generateStream).
 //
 // Who may ask: the socket is mode 0600 in a directory only the daemon's user can
 // write (Listen), so only processes of that user in the pod (the CMP sidecar's
@@ -39,11 +42,13 @@ var socketLimits = struct {
 	ReadHeader     time.Duration // request line and headers
 	Read           time.Duration // the whole request, headers and body
 	Idle           time.Duration // between two requests on a kept-alive connection
+	Write          time.Duration // each chunk of a generate stream
 	MaxHeaderBytes int
 }{
 	ReadHeader:     5 * time.Second,
 	Read:           30 * time.Second,
 	Idle:           60 * time.Second,
+	Write:          30 * time.Second,
 	MaxHeaderBytes: 64 << 10,
 }
 

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -102,76 +103,159 @@ type Report struct {
 // resolution, rewrite, output. The manifests are returned only if every image named
 // by a policy resolved: a partial render is never printed. The report is returned
 // whenever the render got as far as reading the policy, also with an error.
+//
+// Render holds the manifests whole; Prepare and Output.WriteTo stream them.
 func (p *Pipeline) Render(ctx context.Context, dir string, env *plugin.Env) ([]byte, *Report, error) {
-	if p.settings.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, p.settings.Timeout, errRenderTimeout)
-		defer cancel()
+	out, report, err := p.Prepare(ctx, dir, env)
+	if err != nil {
+		return nil, report, err
 	}
-	out, report, err := p.render(ctx, dir, env)
-	if err != nil && errors.Is(context.Cause(ctx), errRenderTimeout) {
-		err = fmt.Errorf("the render did not finish within %s (renderTimeout); what the registries answered meanwhile is cached, and Argo CD will render again: %w", p.settings.Timeout, err)
+	defer out.Close()
+	var b bytes.Buffer
+	if _, err := out.WriteTo(&b); err != nil {
+		return nil, report, err
 	}
-	return out, report, err
+	return b.Bytes(), report, nil
 }
 
 // errRenderTimeout is the cause of a render's context ending at Settings.Timeout.
 var errRenderTimeout = errors.New("render timeout")
 
-// render runs the phases of Render, each a step below.
-func (p *Pipeline) render(ctx context.Context, dir string, env *plugin.Env) ([]byte, *Report, error) {
+// Prepare runs a render up to its output: policy, source, image fields,
+// resolution, and the edits (new references, annotations) applied to the objects,
+// which stay where the Renderer holds them (a worker process, or this one). Every
+// error of the render but the output's own is decided here, before a byte of the
+// manifests is written. The report is returned whenever the render got as far as
+// reading the policy, also with an error. The caller writes the manifests with
+// Output.WriteTo and closes the Output; Settings.Timeout bounds both phases.
+func (p *Pipeline) Prepare(ctx context.Context, dir string, env *plugin.Env) (*Output, *Report, error) {
+	o := &Output{timeout: p.settings.Timeout}
+	o.ctx, o.cancel = ctx, func() {}
+	if p.settings.Timeout > 0 {
+		o.ctx, o.cancel = context.WithTimeoutCause(ctx, p.settings.Timeout, errRenderTimeout)
+	}
+	session, report, err := p.prepare(o.ctx, dir, env)
+	if err != nil {
+		o.cancel()
+		return nil, report, o.timedOut(err)
+	}
+	o.session = session
+	return o, report, nil
+}
+
+// maxOutput bounds the manifests of one render.
+const maxOutput = 256 << 20
+
+// Output is a prepared render: its manifests, every image resolved, ready to be
+// written.
+type Output struct {
+	session render.Session
+	ctx     context.Context
+	cancel  context.CancelFunc
+	timeout time.Duration
+}
+
+// WriteTo writes the manifests, once: the YAML stream generate prints. An error
+// here (a render worker that failed or was stopped while writing, the render's
+// deadline, manifests of more than 256 MiB) comes after some bytes may have been
+// written: the caller discards them, as a render that failed.
+func (o *Output) WriteTo(w io.Writer) (int64, error) {
+	lw := &limitWriter{w: w, left: maxOutput}
+	n, err := o.session.WriteTo(lw)
+	if lw.over {
+		err = fmt.Errorf("the rendered manifests are larger than %d MiB, more than the plugin passes to Argo CD", maxOutput>>20)
+	}
+	if err != nil {
+		return n, o.timedOut(err)
+	}
+	return n, nil
+}
+
+// Close releases the render (its worker); it may be called more than once.
+func (o *Output) Close() {
+	o.session.Close()
+	o.cancel()
+}
+
+// timedOut says so in err when the render's deadline passed.
+func (o *Output) timedOut(err error) error {
+	if err != nil && errors.Is(context.Cause(o.ctx), errRenderTimeout) {
+		return fmt.Errorf("the render did not finish within %s (renderTimeout); what the registries answered meanwhile is cached, and Argo CD will render again: %w", o.timeout, err)
+	}
+	return err
+}
+
+// limitWriter fails a write past left bytes.
+type limitWriter struct {
+	w    io.Writer
+	left int64
+	over bool
+}
+
+func (l *limitWriter) Write(b []byte) (int, error) {
+	if int64(len(b)) > l.left {
+		l.over = true
+		return 0, errors.New("output bound")
+	}
+	l.left -= int64(len(b))
+	return l.w.Write(b)
+}
+
+// prepare runs the phases of Prepare, each a step below.
+func (p *Pipeline) prepare(ctx context.Context, dir string, env *plugin.Env) (render.Session, *Report, error) {
 	root, _ := filepath.Abs(dir)
 	root = plugin.RepoRoot(root, env.SourcePath)
 	pol, err := plugin.LoadPolicyIn(root, dir, env.Parameters)
 	if err != nil {
 		return nil, nil, err
 	}
-	rendered, err := p.renderSource(ctx, dir, root, env, pol)
+	session, err := p.openSource(ctx, dir, root, env, pol)
 	if err != nil {
 		return nil, nil, err
 	}
-	uses, err := render.FindImages(rendered.Objects, p.settings.ExtraImagePaths...)
-	if err != nil {
-		return nil, nil, err
+	report, err := p.decide(ctx, dir, env, pol, session)
+	if err == nil {
+		err = session.Apply(edits(report.Substitutions))
 	}
-	report := &Report{Kind: rendered.Kind, Notes: pol.Warnings, Remote: rendered.Remote, Refresh: pol.Refresh, PinMode: pol.PinMode, Pins: pol.Pins}
+	if err != nil {
+		session.Close()
+		return nil, report, err
+	}
+	return session, report, nil
+}
+
+// decide reads the image fields of the rendered source, the app's pins, and
+// resolves: the report says what each field becomes.
+func (p *Pipeline) decide(ctx context.Context, dir string, env *plugin.Env, pol *plugin.AppPolicy, session render.Session) (*Report, error) {
+	report := &Report{Kind: session.Kind(), Notes: pol.Warnings, Remote: session.Remote(), Refresh: pol.Refresh, PinMode: pol.PinMode, Pins: pol.Pins}
 	if pol.PinMode != plugin.PinOff {
+		var err error
 		if report.Held, err = readPins(dir, pol); err != nil {
-			return nil, report, err
+			return report, err
 		}
 		if report.Holds, err = readHolds(dir); err != nil {
-			return nil, report, err
+			return report, err
 		}
 	}
-	reqs := p.substitutions(report, pol, uses)
+	reqs := p.substitutions(report, pol, session.Uses())
 	if unused := unusedAliases(pol, report.Substitutions); len(unused) > 0 {
 		report.Notes = append(report.Notes, fmt.Sprintf("no image field uses the repository of %s", strings.Join(unused, ", ")))
 	}
-	if err := p.resolve(ctx, env.AppName, report, reqs); err != nil {
-		return nil, report, err
-	}
-	if err := rewrite(report.Substitutions); err != nil {
-		return nil, report, err
-	}
-	var out bytes.Buffer
-	if err := render.Write(&out, rendered.Objects); err != nil {
-		return nil, report, err
-	}
-	return out.Bytes(), report, nil
+	return report, p.resolve(ctx, env.AppName, report, reqs)
 }
 
-// renderSource renders the app's Helm chart, Kustomize overlay or plain YAML, with
-// the Helm inputs the policy names.
-func (p *Pipeline) renderSource(ctx context.Context, dir, root string, env *plugin.Env, pol *plugin.AppPolicy) (*render.Rendered, error) {
+// openSource renders the app's Helm chart, Kustomize overlay or plain YAML, with
+// the Helm inputs the policy names, and finds its image fields.
+func (p *Pipeline) openSource(ctx context.Context, dir, root string, env *plugin.Env, pol *plugin.AppPolicy) (render.Session, error) {
 	renderer := p.settings.Renderer
 	if renderer == nil {
 		renderer = render.InProcess{}
 	}
-	return renderer.Render(ctx, dir, render.Options{
+	return renderer.Open(ctx, dir, render.Options{
 		AppName: env.AppName, Namespace: env.AppNamespace,
 		KubeVersion: env.KubeVersion, APIVersions: env.KubeAPIVersions,
 		ValuesFiles: pol.Helm.ValuesFiles, HelmParameters: pol.Helm.Parameters, Values: pol.Helm.Values,
-		RepoRoot: root, RemoteHosts: p.settings.KustomizeRemoteHosts,
+		RepoRoot: root, RemoteHosts: p.settings.KustomizeRemoteHosts, ExtraImagePaths: p.settings.ExtraImagePaths,
 	})
 }
 
@@ -305,21 +389,20 @@ func (fs resolveFailures) err() error {
 	return errors.Join(errs...)
 }
 
-// rewrite sets the new references and annotates each rewritten object.
-func rewrite(subs []*Substitution) error {
+// edits are the new references of subs' image fields, and the annotations of
+// each rewritten object: what the render's objects get before they are written.
+func edits(subs []*Substitution) render.Edits {
 	type notes struct{ resolved, skipped, stale []string }
-	byObj := map[any]*notes{}
-	var order []*Substitution
+	byObj := map[int]*notes{}
+	var order []int
+	var e render.Edits
 	for _, s := range subs {
-		if err := render.SetImage(s.Use, s.NewRef); err != nil {
-			return err
-		}
-		obj := s.Use.ObjectNode()
-		n, ok := byObj[obj]
+		e.Images = append(e.Images, render.ImageEdit{Use: s.Use.Index, Ref: s.NewRef})
+		n, ok := byObj[s.Use.ObjectIndex]
 		if !ok {
 			n = &notes{}
-			byObj[obj] = n
-			order = append(order, s)
+			byObj[s.Use.ObjectIndex] = n
+			order = append(order, s.Use.ObjectIndex)
 		}
 		if s.FromPin != nil {
 			n.resolved = appendUnique(n.resolved, fmt.Sprintf("%s=%s (pinned in %s)", s.Policy.Alias, s.NewRef, s.pinFile))
@@ -334,20 +417,18 @@ func rewrite(subs []*Substitution) error {
 			n.stale = appendUnique(n.stale, s.Policy.Alias)
 		}
 	}
-	for _, s := range order {
-		obj := s.Use.ObjectNode()
+	for _, obj := range order {
 		n := byObj[obj]
-		set := map[string][]string{annotationResolved: n.resolved, annotationSkipped: n.skipped, annotationStale: n.stale}
-		for _, key := range []string{annotationResolved, annotationSkipped, annotationStale} {
-			if len(set[key]) == 0 {
-				continue
-			}
-			if err := render.Annotate(obj, key, strings.Join(set[key], "; ")); err != nil {
-				return fmt.Errorf("annotate %s: %w", s.Use.Object, err)
+		for _, a := range []struct {
+			key  string
+			list []string
+		}{{annotationResolved, n.resolved}, {annotationSkipped, n.skipped}, {annotationStale, n.stale}} {
+			if len(a.list) > 0 {
+				e.Annotations = append(e.Annotations, render.AnnotationEdit{Object: obj, Key: a.key, Value: strings.Join(a.list, "; ")})
 			}
 		}
 	}
-	return nil
+	return e
 }
 
 // Describe says briefly why a result was chosen: strategy, constraint, the tag

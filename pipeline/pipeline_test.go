@@ -222,10 +222,19 @@ func TestRender(t *testing.T) {
 			wantErr: []string{`parameter "web.update-strategy": invalid value "fastest"`},
 		},
 	}
+	workers := newTestWorkers(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := appDir(t, tt.files)
+			// In a render worker too: the same manifests byte for byte, the same error.
+			inWorker := tt.settings
+			inWorker.Renderer = workers
+			wout, _, werr := New(&fakeBatch{answer: tt.batch.answer, err: tt.batch.err, answers: tt.batch.answers}, inWorker).
+				Render(context.Background(), dir, envWith(t, tt.params...))
 			out, report, err := New(tt.batch, tt.settings).Render(context.Background(), dir, envWith(t, tt.params...))
+			if !bytes.Equal(wout, out) || fmt.Sprint(werr) != fmt.Sprint(err) {
+				t.Errorf("in a worker: %v\n%s\nin process: %v\n%s", werr, wout, err, out)
+			}
 			if len(tt.wantErr) > 0 {
 				if err == nil || out != nil {
 					t.Fatalf("err %v, %d bytes of manifests; want an error and none", err, len(out))

@@ -46,6 +46,9 @@ type ImageUse struct {
 	// nodeSelector and required node affinity; nil when they do not pin the
 	// architecture (or for extra paths).
 	Platforms []resolve.Platform
+	// Index is the use's position in the render's uses, ObjectIndex its object's
+	// position in the rendered objects: Edits name fields and objects by them.
+	Index, ObjectIndex int
 
 	node *kyaml.Node  // the image scalar
 	obj  *kyaml.RNode // the object holding it
@@ -80,6 +83,9 @@ func FindImages(objs []*kyaml.RNode, extra ...ExtraPath) ([]ImageUse, error) {
 	}
 	if _, err := f.Filter(objs); err != nil {
 		return nil, err
+	}
+	for i := range f.uses {
+		f.uses[i].Index = i
 	}
 	return f.uses, nil
 }

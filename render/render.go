@@ -67,6 +67,9 @@ type Options struct {
 	// RemoteHosts are the hosts Kustomize remote resources and bases may be fetched
 	// from (kustomizeRemoteHosts); none: every remote entry is refused.
 	RemoteHosts []RemoteHost
+	// ExtraImagePaths are image fields of custom resources, found beside the
+	// built-in ones by Renderer.Open (FindImages).
+	ExtraImagePaths []ExtraPath
 }
 
 // Rendered is the result of Render: the source kind and the objects in the order the

@@ -48,7 +48,7 @@ func newImageFields(extra []ExtraPath) (*imageFields, error) {
 // returned unchanged; the first field that cannot be used stops the walk with an
 // *ImageFieldError.
 func (f *imageFields) Filter(objs []*kyaml.RNode) ([]*kyaml.RNode, error) {
-	for _, obj := range objs {
+	for i, obj := range objs {
 		if obj == nil || obj.YNode() == nil || deref(obj.YNode()).Kind != kyaml.MappingNode {
 			continue
 		}
@@ -57,7 +57,7 @@ func (f *imageFields) Filter(objs []*kyaml.RNode) ([]*kyaml.RNode, error) {
 		if len(specs) == 0 {
 			continue
 		}
-		w := objectWalk{f: f, obj: obj, ref: ref, platforms: map[*kyaml.Node][]resolve.Platform{}}
+		w := objectWalk{f: f, obj: obj, index: i, ref: ref, platforms: map[*kyaml.Node][]resolve.Platform{}}
 		for _, s := range specs {
 			if err := w.walk(s, deref(obj.YNode()), 0, "", nil); err != nil {
 				return nil, err
@@ -69,9 +69,10 @@ func (f *imageFields) Filter(objs []*kyaml.RNode) ([]*kyaml.RNode, error) {
 
 // objectWalk is the state of walking one object.
 type objectWalk struct {
-	f   *imageFields
-	obj *kyaml.RNode
-	ref ObjectRef
+	f     *imageFields
+	obj   *kyaml.RNode
+	index int // obj's position in the objects
+	ref   ObjectRef
 	// platforms caches each pod spec's platforms: the container lists of a pod spec
 	// are separate specs, and its scheduling is read once.
 	platforms map[*kyaml.Node][]resolve.Platform
@@ -108,6 +109,7 @@ func (w *objectWalk) walk(s fieldSpec, n *kyaml.Node, i int, path string, plats 
 		if err != nil {
 			return err
 		}
+		u.ObjectIndex = w.index
 		if s.podSpec > 0 {
 			u.Container = scalarValue(field(n, "name"))
 			u.Platforms = plats

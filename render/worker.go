@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,31 +17,12 @@ import (
 	"time"
 )
 
-// Renderer renders an application source: Render in this process, or Workers in
-// child processes that can be stopped.
-type Renderer interface {
-	Render(ctx context.Context, dir string, opts Options) (*Rendered, error)
-}
-
-// InProcess is the Renderer that calls Render in this process. A render stopped at
-// its deadline returns at once, but a Helm template that loops goes on in the
-// background until it ends (Go cannot stop it): use it where the process itself
-// ends with the render (the `generate` command), Workers in a long-lived daemon.
-type InProcess struct{}
-
-// Render calls Render.
-func (InProcess) Render(ctx context.Context, dir string, opts Options) (*Rendered, error) {
-	return Render(ctx, dir, opts)
-}
-
 // Defaults of Workers.
 const (
 	// DefaultWorkerMemory bounds a worker's resident memory while it renders.
 	DefaultWorkerMemory = 1 << 30
 	// DefaultWorkerIdle is how long an idle worker is kept before it exits.
 	DefaultWorkerIdle = 2 * time.Minute
-	// maxWorkerAnswer bounds one answer read from a worker.
-	maxWorkerAnswer = 256 << 20
 )
 
 // Workers renders in child processes, one render at a time per process, so that a
@@ -52,9 +31,11 @@ const (
 // and the next render starts another. Workers are started on demand up to a
 // number, reused while they answer, and exit when idle.
 //
-// A worker is this program's render-worker command (ServeWorker); its answer is the
-// objects as Write prints them, parsed back here, so a render's output is the same
-// byte for byte as in process.
+// A worker is this program's render-worker command (ServeWorker). It keeps the
+// objects of its render: the daemon gets their image fields, sends back its edits,
+// and copies the output the worker prints (Write) as it comes, in bounded chunks
+// (worker_session.go, worker_serve.go), so a render's output is the same byte for
+// byte as in process and the daemon never holds it whole.
 type Workers struct {
 	start     func() *exec.Cmd
 	slots     chan struct{}
@@ -112,57 +93,25 @@ func (p *Workers) Close() {
 	}
 }
 
-// Render renders dir in a worker. Waiting for a free worker counts against ctx; at
-// ctx's end the worker is killed and the error wraps ErrDeadline and ctx.Err(), as
-// Render's does.
+// Render renders dir in a worker (as Open: image fields found there too) and
+// returns its objects, parsed back here from the worker's output, so that they
+// print the same byte for byte as in process: for callers that want the objects
+// whole. A daemon streams them instead (Open, Session.WriteTo).
 func (p *Workers) Render(ctx context.Context, dir string, opts Options) (*Rendered, error) {
-	select {
-	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w (%w); every render worker was busy until then", ErrDeadline, ctx.Err())
-	}
-	defer func() { <-p.slots }()
-
-	w, err := p.get()
+	s, err := p.Open(ctx, dir, opts)
 	if err != nil {
 		return nil, err
 	}
-	type answer struct {
-		r   *Rendered
-		err error
+	defer s.Close()
+	var b bytes.Buffer
+	if _, err := s.WriteTo(&b); err != nil {
+		return nil, err
 	}
-	done := make(chan answer, 1)
-	go func() {
-		r, err := w.render(dir, opts)
-		done <- answer{r, err}
-	}()
-	var tick <-chan time.Time
-	if p.maxMemory > 0 {
-		t := time.NewTicker(p.rssEvery)
-		defer t.Stop()
-		tick = t.C
+	objs, err := parseYAML("render worker output", b.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errWorkerBroken, err)
 	}
-	for {
-		select {
-		case a := <-done:
-			if errors.Is(a.err, errWorkerBroken) {
-				w.stop()
-				return nil, a.err
-			}
-			p.put(w)
-			return a.r, a.err
-		case <-tick:
-			if rss := w.rss(); rss > p.maxMemory {
-				w.stop()
-				<-done
-				return nil, fmt.Errorf("the render used more than %s of memory and was stopped", mib(p.maxMemory))
-			}
-		case <-ctx.Done():
-			w.stop()
-			<-done
-			return nil, fmt.Errorf("%w (%w); the render took longer than the time it was given and its worker was stopped", ErrDeadline, ctx.Err())
-		}
-	}
+	return &Rendered{Kind: s.Kind(), Objects: objs, Remote: s.Remote()}, nil
 }
 
 // get returns an idle worker or starts one.
@@ -275,38 +224,6 @@ func (w *worker) rss() int64 {
 	return 0
 }
 
-// workerRequest and workerAnswer are the frames between a daemon and its worker.
-type workerRequest struct {
-	Dir     string  `json:"dir"`
-	Options Options `json:"options"`
-}
-
-type workerAnswer struct {
-	Kind    SourceKind    `json:"kind,omitempty"`
-	Objects []byte        `json:"objects,omitempty"` // as Write prints them
-	Remote  []RemoteInput `json:"remote,omitempty"`
-	Error   string        `json:"error,omitempty"`
-	Is      []string      `json:"is,omitempty"` // the sentinel errors the error wraps
-}
-
-func (w *worker) render(dir string, opts Options) (*Rendered, error) {
-	if err := writeFrame(w.in, workerRequest{Dir: dir, Options: opts}); err != nil {
-		return nil, w.broken(err)
-	}
-	var a workerAnswer
-	if err := readFrame(w.out, &a); err != nil {
-		return nil, w.broken(err)
-	}
-	if a.Error != "" {
-		return nil, &workerError{msg: a.Error, is: a.Is}
-	}
-	objs, err := parseYAML("render worker output", a.Objects)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errWorkerBroken, err)
-	}
-	return &Rendered{Kind: a.Kind, Objects: objs, Remote: a.Remote}, nil
-}
-
 // broken describes a worker that stopped answering: how it ended and the last
 // lines it printed (a Go runtime's fatal error, for one).
 func (w *worker) broken(err error) error {
@@ -359,77 +276,8 @@ func (e *workerError) Is(target error) bool {
 	return false
 }
 
-// ServeWorker answers render requests read from in on out, one at a time, until in
-// ends: the render-worker command a daemon starts through Workers.
-func ServeWorker(in io.Reader, out io.Writer) error {
-	r := bufio.NewReader(in)
-	for {
-		var req workerRequest
-		if err := readFrame(r, &req); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-		var a workerAnswer
-		rendered, err := Render(context.Background(), req.Dir, req.Options)
-		if err == nil {
-			var b bytes.Buffer
-			if err = Write(&b, rendered.Objects); err == nil {
-				a.Kind, a.Objects, a.Remote = rendered.Kind, b.Bytes(), rendered.Remote
-			}
-		}
-		if err != nil {
-			a.Error = err.Error()
-			for name, s := range sentinels {
-				if errors.Is(err, s) {
-					a.Is = append(a.Is, name)
-				}
-			}
-		}
-		if err := writeFrame(out, a); err != nil {
-			return err
-		}
-	}
-}
-
-// writeFrame writes v as JSON after its length (4 bytes, big endian).
-func writeFrame(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if len(b) > maxWorkerAnswer {
-		return fmt.Errorf("render output of %d bytes is larger than %s", len(b), mib(maxWorkerAnswer))
-	}
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(b)))
-	if _, err := w.Write(n[:]); err != nil {
-		return err
-	}
-	_, err = w.Write(b)
-	return err
-}
-
-// readFrame reads one frame into v; a frame over maxWorkerAnswer is an error.
-func readFrame(r io.Reader, v any) error {
-	var n [4]byte
-	if _, err := io.ReadFull(r, n[:]); err != nil {
-		return err
-	}
-	size := binary.BigEndian.Uint32(n[:])
-	if size > maxWorkerAnswer {
-		return fmt.Errorf("render worker frame of %d bytes is larger than %s", size, mib(maxWorkerAnswer))
-	}
-	b := make([]byte, size)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return err
-	}
-	return json.Unmarshal(b, v)
-}
-
 // mib states a bound in MiB (bounds here are whole MiB: renderWorkerMemory is
-// at least 1MiB, the frame bound 256 MiB).
+// at least 1MiB, the frame bound 64 MiB).
 func mib(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }
 
 // headBuffer keeps the first max bytes written to it: the start of a worker's

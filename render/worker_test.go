@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,8 +108,9 @@ func writeString(t *testing.T, objs []*Rendered) string {
 	return b.String()
 }
 
-// A render in a worker prints the same bytes as in process, for every kind of
-// source, and one worker serves render after render.
+// A render in a worker finds the same image fields, applies the same edits and
+// prints the same bytes as in process, for every kind of source, and one worker
+// serves render after render.
 func TestWorkersSameOutput(t *testing.T) {
 	tw := newTestWorkers(t, 1)
 	tw.Prestart() // the renders below use it: one worker in all
@@ -116,24 +119,63 @@ func TestWorkersSameOutput(t *testing.T) {
 	for _, app := range apps {
 		opts := Options{RepoRoot: moduleRoot, AppName: "web", Namespace: "shop", KubeVersion: "1.31.0",
 			HelmParameters: map[string]string{"replicaCount": "2"}}
-		want, werr := Render(context.Background(), app, opts)
-		got, gerr := tw.Render(context.Background(), app, opts)
-		if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
+		want, werr := InProcess{}.Open(context.Background(), app, opts)
+		got, gerr := tw.Open(context.Background(), app, opts)
+		if werr != nil || gerr != nil {
 			t.Fatalf("%s: worker error %v, in-process error %v", app, gerr, werr)
 		}
-		if werr != nil {
-			t.Fatalf("%s: %v", app, werr)
+		if got.Kind() != want.Kind() {
+			t.Errorf("%s: kind %s, want %s", app, got.Kind(), want.Kind())
 		}
-		if got.Kind != want.Kind {
-			t.Errorf("%s: kind %s, want %s", app, got.Kind, want.Kind)
+		if g, w := fmt.Sprintf("%+v", got.Uses()), fmt.Sprintf("%+v", stripNodes(want.Uses())); g != w {
+			t.Errorf("%s: image fields from the worker\n%s\nin process\n%s", app, g, w)
 		}
-		if g, w := writeString(t, []*Rendered{got}), writeString(t, []*Rendered{want}); g != w {
-			t.Errorf("%s: worker output differs from in-process:\n--- worker\n%s\n--- in process\n%s", app, g, w)
+		if len(want.Uses()) == 0 && app != "testdata/charts/caps" && app != "testdata/dir" {
+			t.Errorf("%s: no image field to edit", app)
+		}
+		edits := testEdits(want.Uses())
+		for _, s := range []Session{want, got} {
+			if err := s.Apply(edits); err != nil {
+				t.Fatalf("%s: %v", app, err)
+			}
+		}
+		var g, w bytes.Buffer
+		if _, err := got.WriteTo(&g); err != nil {
+			t.Fatalf("%s: %v", app, err)
+		}
+		if _, err := want.WriteTo(&w); err != nil {
+			t.Fatal(err)
+		}
+		got.Close()
+		want.Close()
+		if g.String() != w.String() || !strings.Contains(g.String(), ":9.9.9") && len(edits.Images) > 0 {
+			t.Errorf("%s: worker output differs from in-process, or lacks the edits:\n--- worker\n%s\n--- in process\n%s", app, g.String(), w.String())
 		}
 	}
 	if n := len(tw.started()); n != 1 {
 		t.Errorf("%d workers started for %d sequential renders, want 1 (reused)", n, len(apps))
 	}
+}
+
+// testEdits sets every image field to tag 9.9.9 and annotates its object.
+func testEdits(uses []ImageUse) Edits {
+	var e Edits
+	for _, u := range uses {
+		e.Images = append(e.Images, ImageEdit{Use: u.Index, Ref: u.Image.Written + ":9.9.9"})
+		e.Annotations = append(e.Annotations, AnnotationEdit{Object: u.ObjectIndex, Key: "test/edited", Value: u.Path})
+	}
+	return e
+}
+
+// stripNodes drops what a use holds of this process's nodes, which a worker's
+// uses cannot.
+func stripNodes(uses []ImageUse) []ImageUse {
+	out := make([]ImageUse, len(uses))
+	for i, u := range uses {
+		u.node, u.obj = nil, nil
+		out[i] = u
+	}
+	return out
 }
 
 // Every hostile case fails in a worker with the in-process message and the same
@@ -299,3 +341,70 @@ func BenchmarkRenderInWorker(b *testing.B) {
 		})
 	}
 }
+
+// A session whose output is not written gives its worker back (told to drop its
+// objects); one whose caller stops taking the output has its worker stopped, and
+// the slot freed: the next render starts another.
+func TestWorkerSessionEnds(t *testing.T) {
+	tw := newTestWorkers(t, 1)
+	app := "../testdata/apps/plain-cron"
+	opts := Options{RepoRoot: moduleRoot}
+	for range 2 {
+		s, err := tw.Open(context.Background(), app, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close() // e.g. a resolution failed
+	}
+	if n := len(tw.started()); n != 1 {
+		t.Fatalf("%d workers started for two sessions closed unwritten, want 1 (reused)", n)
+	}
+
+	s, err := tw.Open(context.Background(), app, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := errors.New("caller cut")
+	if _, err := s.WriteTo(failingWriter{cut}); !errors.Is(err, cut) {
+		t.Fatalf("WriteTo to a failing writer: %v, want its error", err)
+	}
+	s.Close()
+	if !gone(tw.started()[0]) || tw.Busy() != 0 {
+		t.Fatalf("after a cut write: worker gone %v, %d busy; want it stopped and none busy", gone(tw.started()[0]), tw.Busy())
+	}
+
+	// The caller leaves while the output is being written (1 MiB: more than the
+	// pipe holds): the worker is stopped and the error says so.
+	big := t.TempDir()
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  a: " + strings.Repeat("x", 1<<20) + "\n"
+	if err := os.WriteFile(filepath.Join(big, "cm.yaml"), []byte(cm), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err = tw.Open(ctx, big, Options{RepoRoot: big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := tw.started()[1]
+	_, err = s.WriteTo(writerFunc(func(p []byte) (int, error) {
+		cancel()
+		for !gone(worker) { // the watch kills it at once
+			time.Sleep(5 * time.Millisecond)
+		}
+		return len(p), nil
+	}))
+	s.Close()
+	if !errors.Is(err, ErrDeadline) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("WriteTo when the caller left: %v, want ErrDeadline and context.Canceled", err)
+	}
+}
+
+type failingWriter struct{ err error }
+
+func (f failingWriter) Write([]byte) (int, error) { return 0, f.err }
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+var _ io.Writer = writerFunc(nil)

@@ -1,7 +1,6 @@
 package render
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 
@@ -10,9 +9,9 @@ import (
 
 // Write prints objs as a YAML stream, documents separated by "---". The output
 // depends only on the nodes: keys, comments and styles as rendered, two-space indent,
-// list items at their parent's indentation (as kubectl and kustomize print).
+// list items at their parent's indentation (as kubectl and kustomize print). It is
+// written object by object: what it holds at once is one object's text.
 func Write(w io.Writer, objs []*kyaml.RNode) error {
-	var b bytes.Buffer
 	first := true
 	for i, obj := range objs {
 		if obj == nil || obj.YNode() == nil {
@@ -23,11 +22,14 @@ func Write(w io.Writer, objs []*kyaml.RNode) error {
 			return fmt.Errorf("encode object %d (%s): %w", i+1, objectRef(obj), err)
 		}
 		if !first {
-			b.WriteString("---\n")
+			if _, err := io.WriteString(w, "---\n"); err != nil {
+				return err
+			}
 		}
 		first = false
-		b.WriteString(s)
+		if _, err := io.WriteString(w, s); err != nil {
+			return err
+		}
 	}
-	_, err := w.Write(b.Bytes())
-	return err
+	return nil
 }

@@ -5,6 +5,10 @@
 // one stderr line and runs `argocd-image-resolver generate` in its place, which
 // renders in-process and resolves directly, with the same configuration.
 //
+// The manifests the daemon streams are spooled to a temporary file and printed
+// once the daemon says the render succeeded: nothing is printed on stdout for a
+// render that failed.
+//
 // The whole call to the daemon has a deadline, $IMAGE_RESOLVER_DELEGATE_TIMEOUT
 // (default 50s, below Argo CD's 90s exec timeout): a daemon that accepts the
 // connection and never answers costs that, then the render runs in-process, after
@@ -15,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -36,12 +41,10 @@ func main() {
 	dir, err := os.Getwd()
 	if err == nil {
 		var resp *api.GenerateResponse
-		resp, err = api.CallWithin(ctx, api.SocketFromEnv(),
-			api.GenerateRequest{Dir: dir, Environ: api.RenderEnviron(os.Environ())}, timeout)
+		var spool *os.File
+		resp, spool, err = delegate(ctx, dir, timeout)
 		if err == nil {
-			os.Stdout.Write(resp.Stdout)
-			os.Stderr.WriteString(resp.Stderr)
-			os.Exit(resp.ExitCode)
+			os.Exit(answer(resp, spool))
 		}
 	}
 	if ctx.Err() != nil {
@@ -66,6 +69,9 @@ func main() {
 		if left := argoExecTimeout - time.Since(start) - 5*time.Second; left < 45*time.Second {
 			environ = append(environ, api.RenderTimeoutEnv+"="+max(left, 5*time.Second).Round(time.Second).String())
 		}
+	case err != nil:
+		// This side failed (no spool file): the render runs in-process.
+		fmt.Fprintf(os.Stderr, "argocd-image-resolver-generate: %v; rendering in-process\n", err)
 	}
 	// Replace this process: same stdio, environment, directory and process group, so
 	// Argo CD's deadline handling applies to the render as before.
@@ -73,6 +79,43 @@ func main() {
 		fmt.Fprintf(os.Stderr, "argocd-image-resolver-generate: run %s: %v\n", full, err)
 		os.Exit(1)
 	}
+}
+
+// delegate asks the daemon to render dir. The manifests it streams go to a spool
+// file (unlinked at once), not to stdout: Argo CD reads stdout whole, and a
+// render that fails once some manifests are out, or a daemon that breaks off
+// (then the render runs in-process), must have printed nothing.
+func delegate(ctx context.Context, dir string, timeout time.Duration) (*api.GenerateResponse, *os.File, error) {
+	spool, err := os.CreateTemp("", "argocd-image-resolver-generate-*.yaml")
+	if err != nil {
+		return nil, nil, fmt.Errorf("no file to receive the daemon's manifests in: %w", err)
+	}
+	os.Remove(spool.Name()) //nolint:errcheck // the open file stays ours
+	resp, err := api.CallWithin(ctx, api.SocketFromEnv(),
+		api.GenerateRequest{Dir: dir, Environ: api.RenderEnviron(os.Environ())}, timeout, spool)
+	if err != nil {
+		spool.Close()
+		return nil, nil, err
+	}
+	return resp, spool, nil
+}
+
+// answer prints the daemon's answer as generate would have: the manifests (only
+// when it rendered), its stderr; it returns the exit status.
+func answer(resp *api.GenerateResponse, spool *os.File) int {
+	defer spool.Close()
+	if resp.ExitCode == 0 {
+		_, err := spool.Seek(0, io.SeekStart)
+		if err == nil {
+			_, err = io.Copy(os.Stdout, spool)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "argocd-image-resolver-generate: print the manifests: %v\n", err)
+			return 1
+		}
+	}
+	os.Stderr.WriteString(resp.Stderr)
+	return resp.ExitCode
 }
 
 // argoExecTimeout is Argo CD's default deadline for a plugin command.

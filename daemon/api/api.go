@@ -45,8 +45,9 @@ const RenderTimeoutEnv = "IMAGE_RESOLVER_RENDER_TIMEOUT"
 
 // Paths on the daemon's socket.
 const (
-	// PathGenerate takes a GenerateRequest and answers a GenerateResponse: a whole
-	// render, as argocd-image-resolver-generate hands it over.
+	// PathGenerate takes a GenerateRequest and answers a generate stream
+	// (GenerateStreamType): a whole render, as argocd-image-resolver-generate hands
+	// it over, its manifests streamed.
 	PathGenerate = "/v1/generate"
 	// PathResolve takes a ResolveRequest and answers a ResolveResponse: resolutions
 	// only, for a render done elsewhere (preview --socket).
@@ -63,9 +64,11 @@ type GenerateRequest struct {
 	Environ []string `json:"environ"`
 }
 
-// GenerateResponse is what `generate` would have printed and its exit status.
+// GenerateResponse is what `generate` would have printed and its exit status. On
+// the socket, Stderr and ExitCode are the trailer of a generate stream, after the
+// manifests (Stdout, empty there); Call fills Stdout.
 type GenerateResponse struct {
-	Stdout   []byte `json:"stdout"`
+	Stdout   []byte `json:"stdout,omitempty"`
 	Stderr   string `json:"stderr"`
 	ExitCode int    `json:"exitCode"`
 }

@@ -14,7 +14,8 @@ import (
 	"time"
 )
 
-// maxAnswerBytes bounds the daemon's answer the client reads.
+// maxAnswerBytes bounds the manifests the client reads from the daemon (as the
+// daemon bounds a render's).
 const maxAnswerBytes = 256 << 20
 
 // TimeoutFromEnv returns $IMAGE_RESOLVER_DELEGATE_TIMEOUT, or DefaultTimeout when it
@@ -57,14 +58,14 @@ func SocketFromEnv() string {
 	return DefaultSocket
 }
 
-// CallWithin is Call with a deadline on the whole call: connecting, sending, the
+// CallWithin is CallTo with a deadline on the whole call: connecting, sending, the
 // daemon's render and reading its answer. A daemon that has not answered within
 // timeout is unavailable (ErrUnavailable), as one that is not there; a ctx of the
 // caller's that ends first returns its error.
-func CallWithin(ctx context.Context, socket string, req GenerateRequest, timeout time.Duration) (*GenerateResponse, error) {
+func CallWithin(ctx context.Context, socket string, req GenerateRequest, timeout time.Duration, stdout io.Writer) (*GenerateResponse, error) {
 	cctx, cancel := context.WithTimeoutCause(ctx, timeout, errNoAnswer)
 	defer cancel()
-	resp, err := Call(cctx, socket, req)
+	resp, err := CallTo(cctx, socket, req, stdout)
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), errNoAnswer) {
 		return nil, fmt.Errorf("%w: %s: no answer within %s (%s)", ErrUnavailable, socket, timeout, TimeoutEnv)
 	}
@@ -73,8 +74,27 @@ func CallWithin(ctx context.Context, socket string, req GenerateRequest, timeout
 
 var errNoAnswer = errors.New("delegated render deadline")
 
-// Call asks the daemon on socket to render req, for as long as ctx allows.
+// Call asks the daemon on socket to render req, for as long as ctx allows, and
+// returns its answer whole, the manifests in Stdout (only when the exit code is
+// 0). It holds them in memory: generate streams them (CallTo).
 func Call(ctx context.Context, socket string, req GenerateRequest) (*GenerateResponse, error) {
+	var stdout bytes.Buffer
+	resp, err := CallTo(ctx, socket, req, &stdout)
+	if err != nil {
+		return nil, err
+	}
+	if resp.ExitCode == 0 {
+		resp.Stdout = stdout.Bytes()
+	}
+	return resp, nil
+}
+
+// CallTo asks the daemon on socket to render req, for as long as ctx allows, and
+// copies the manifests to stdout as they come (the generate stream). They count
+// only if the answer's exit code is 0; else the caller discards what stdout got.
+// Every failure but stdout's is the daemon's (ErrUnavailable): no socket, nobody
+// listening, a broken or malformed answer; stdout may then have got some bytes.
+func CallTo(ctx context.Context, socket string, req GenerateRequest, stdout io.Writer) (*GenerateResponse, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -99,9 +119,30 @@ func Call(ctx context.Context, socket string, req GenerateRequest) (*GenerateRes
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return nil, fmt.Errorf("%w: %s: %s", ErrUnavailable, resp.Status, strings.TrimSpace(string(msg)))
 	}
-	var out GenerateResponse
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswerBytes)).Decode(&out); err != nil {
-		return nil, fmt.Errorf("%w: malformed answer: %v", ErrUnavailable, err)
+	if ct := resp.Header.Get("Content-Type"); ct != GenerateStreamType {
+		return nil, fmt.Errorf("%w: malformed answer: Content-Type %q, want %s", ErrUnavailable, ct, GenerateStreamType)
 	}
-	return &out, nil
+	out := &stdoutWriter{w: stdout}
+	answer, err := ReadStream(resp.Body, out, maxAnswerBytes)
+	if err != nil {
+		if out.err != nil {
+			return nil, out.err
+		}
+		return nil, fmt.Errorf("%w: malformed answer: %w", ErrUnavailable, err)
+	}
+	return answer, nil
+}
+
+// stdoutWriter keeps the error of the caller's stdout apart from the stream's.
+type stdoutWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stdoutWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err != nil {
+		s.err = fmt.Errorf("write the manifests: %w", err)
+	}
+	return n, err
 }

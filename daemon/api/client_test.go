@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -56,7 +57,7 @@ func TestCallWithinSilentDaemon(t *testing.T) {
 	}()
 
 	start := time.Now()
-	_, err = CallWithin(context.Background(), socket, GenerateRequest{Dir: "/app"}, 300*time.Millisecond)
+	_, err = CallWithin(context.Background(), socket, GenerateRequest{Dir: "/app"}, 300*time.Millisecond, io.Discard)
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("took %s", took)
 	}
@@ -66,7 +67,7 @@ func TestCallWithinSilentDaemon(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	_, err = CallWithin(ctx, socket, GenerateRequest{Dir: "/app"}, time.Minute)
+	_, err = CallWithin(ctx, socket, GenerateRequest{Dir: "/app"}, time.Minute, io.Discard)
 	if err == nil || strings.Contains(err.Error(), "no answer within") || ctx.Err() == nil {
 		t.Errorf("caller's deadline: %v", err)
 	}
