@@ -4,68 +4,131 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"hash"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/compose"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
+	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
-// generateHash renders dir through the daemon on socket and returns the sha256
-// of its stdout and its size.
+// generateHash renders dir through the daemon on socket, streaming its manifests
+// into a hash, and returns the hash and their size.
 func generateHash(socket, dir string, environ []string) ([32]byte, int64, error) {
-	resp, err := api.Call(context.Background(), socket, api.GenerateRequest{Dir: dir, Environ: environ})
+	h := &sizedHash{Hash: sha256.New()}
+	resp, err := api.CallTo(context.Background(), socket, api.GenerateRequest{Dir: dir, Environ: environ}, h)
 	if err != nil {
 		return [32]byte{}, 0, err
 	}
 	if resp.ExitCode != 0 {
 		return [32]byte{}, 0, fmt.Errorf("exit %d: %s", resp.ExitCode, resp.Stderr)
 	}
-	return sha256.Sum256(resp.Stdout), int64(len(resp.Stdout)), nil
+	return [32]byte(h.Sum(nil)), h.n, nil
+}
+
+type sizedHash struct {
+	hash.Hash
+	n int64
+}
+
+func (h *sizedHash) Write(p []byte) (int, error) {
+	h.n += int64(len(p))
+	return h.Hash.Write(p)
+}
+
+// bigRenders is one measure of several renders at once of an app of 50 MB of
+// manifests, through a daemon process with render workers.
+type bigRenders struct {
+	size             int64   // bytes of manifests in the app
+	idle, peak, warm float64 // the daemon's anonymous RSS, MiB: started, peak, after
+	took             time.Duration
+	hashes           [][32]byte
+	errs             []error
+}
+
+// renderBigAtOnce writes the app, starts a daemon process with renders render
+// workers and renders the app renders times at once through its socket, while
+// sampling the daemon's anonymous RSS (its own memory: the workers are processes
+// of their own). It returns the registry and app for a comparison.
+func renderBigAtOnce(tb testing.TB, renders int) (*bigRenders, *rt.Server, string) {
+	tb.Helper()
+	s := rt.New(tb)
+	pushTags(tb, s, "web", "linux/amd64", "1.0.0", "1.1.0")
+	dir := tb.TempDir()
+	m := &bigRenders{size: writeBigApp(tb, dir, s.Ref("web"), 5000, 50<<20)}
+	cfg := testConfig()
+	cfg.Socket = socketPath(tb)
+	cfg.RenderWorkers = renders
+	// This machine's cores are shared: the bound here is memory, the time is reported.
+	cfg.RenderTimeout = 5 * time.Minute
+	d := startDaemonProcess(tb, cfg)
+	m.idle = d.anonMiB()
+	stop := make(chan struct{})
+	peak := d.sampleAnonPeak(stop)
+	start := time.Now()
+	m.hashes, m.errs = make([][32]byte, renders), make([]error, renders)
+	var wg sync.WaitGroup
+	for i := range renders {
+		wg.Go(func() {
+			var n int64
+			m.hashes[i], n, m.errs[i] = generateHash(d.socket, dir, bigAppEnviron(fmt.Sprintf("app-%d", i), s.Ref("web")))
+			if m.errs[i] == nil && n < m.size {
+				m.errs[i] = fmt.Errorf("%d bytes of manifests, fewer than the app's %d", n, m.size)
+			}
+		})
+	}
+	wg.Wait()
+	m.took = time.Since(start)
+	close(stop)
+	m.peak = <-peak
+	m.warm = d.anonMiB()
+	return m, s, dir
+}
+
+// inProcessHash renders dir in this process (render.InProcess), as generate does
+// without the daemon, and returns the hash of its manifests.
+func inProcessHash(tb testing.TB, dir string, environ []string) [32]byte {
+	tb.Helper()
+	cfg := testConfig()
+	cfg.RenderTimeout = 5 * time.Minute
+	direct, err := compose.NewDirectResolver(cfg, nil, resolve.WithKeychain(authn.NewMultiKeychain()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	env, err := plugin.EnvFromEnviron(environ)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out, _, err := pipeline.New(direct, compose.PipelineSettings(cfg)).Render(context.Background(), dir, env)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return sha256.Sum256(out)
 }
 
 // BenchmarkGenerate50MB renders an app of 50 MB of manifests through a daemon
 // process with render workers, 3 renders at once, and reports the daemon's own
-// memory (anonymous RSS, sampled) above its idle baseline, per render.
+// memory (anonymous RSS, sampled) at its peak above its idle start, per render.
 func BenchmarkGenerate50MB(b *testing.B) {
 	const renders = 3
-	s := rt.New(b)
-	pushTags(b, s, "web", "linux/amd64", "1.0.0", "1.1.0")
-	dir := b.TempDir()
-	size := writeBigApp(b, dir, s.Ref("web"), 5000, 50<<20)
-	cfg := testConfig()
-	cfg.Socket = socketPath(b)
-	cfg.MetricsAddr = "127.0.0.1:0"
-	cfg.RenderWorkers = renders
-	cfg.RenderTimeout = 5 * time.Minute // this machine's 2 cores are shared: the figure here is memory
-	d := startDaemonProcess(b, cfg)
-	started := d.anonMiB()
-	// a first render warms the registry cache and starts a worker
-	if _, _, err := generateHash(d.socket, dir, bigAppEnviron("warm", s.Ref("web"))); err != nil {
-		b.Fatal(err)
-	}
-	warm := d.anonMiB()
-	b.Logf("daemon anonymous RSS: %.1f MiB started, %.1f MiB after one render", started, warm)
 	var above float64
 	for b.Loop() {
-		base := d.anonMiB()
-		start := time.Now()
-		stop := make(chan struct{})
-		peak := d.sampleAnonPeak(stop)
-		var wg sync.WaitGroup
-		for i := range renders {
-			wg.Go(func() {
-				if _, n, err := generateHash(d.socket, dir, bigAppEnviron(fmt.Sprintf("app-%d", i), s.Ref("web"))); err != nil || n < size {
-					b.Errorf("render %d: %d bytes, %v", i, n, err)
-				}
-			})
+		m, _, _ := renderBigAtOnce(b, renders)
+		for i, err := range m.errs {
+			if err != nil {
+				b.Errorf("render %d: %v", i, err)
+			}
 		}
-		wg.Wait()
-		close(stop)
-		p := <-peak
-		b.Logf("daemon anonymous RSS: idle %.1f MiB, peak %.1f MiB over %d renders of %.1f MB at once (%v)", base, p, renders, float64(size)/1e6, time.Since(start).Round(time.Millisecond))
-		above = max(above, p-started)
+		b.Logf("daemon anonymous RSS: %.1f MiB idle, peak %.1f MiB, %.1f MiB after %d renders of %.1f MB at once (%v)",
+			m.idle, m.peak, m.warm, renders, float64(m.size)/1e6, m.took.Round(time.Millisecond))
+		above = max(above, m.peak-m.idle)
 	}
 	b.ReportMetric(above, "daemon-MiB-above-idle")
 	b.ReportMetric(above/renders, "daemon-MiB/render")
