@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,14 +70,32 @@ type admittedRenderer struct {
 	a *admission
 }
 
-// Render waits for admission, then renders with r.
-func (ar admittedRenderer) Render(ctx context.Context, dir string, opts render.Options) (*render.Rendered, error) {
+// Open waits for admission, then opens the render with r. The admission is held
+// until the session is closed: its worker holds the render's memory until its
+// manifests are written.
+func (ar admittedRenderer) Open(ctx context.Context, dir string, opts render.Options) (render.Session, error) {
 	release, err := ar.a.enter(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	return ar.r.Render(ctx, dir, opts)
+	s, err := ar.r.Open(ctx, dir, opts)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return &admittedSession{Session: s, release: release}, nil
+}
+
+// admittedSession releases its admission when closed.
+type admittedSession struct {
+	render.Session
+	release func()
+	once    sync.Once
+}
+
+func (s *admittedSession) Close() {
+	s.Session.Close()
+	s.once.Do(s.release)
 }
 
 type admissionMetrics struct {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +111,29 @@ func startDaemonProcess(tb testing.TB, cfg config.Config) *daemonProcess {
 		tb.Fatalf("daemon said %q: %v", line, err)
 	}
 	return &daemonProcess{cmd: cmd, socket: cfg.Socket}
+}
+
+// workersPeakMiB is the peak resident memory (VmHWM) of each of the daemon's
+// render workers alive now.
+func (p *daemonProcess) workersPeakMiB() []float64 {
+	var peaks []float64
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after its ")"
+		fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(p.cmd.Process.Pid) {
+			peaks = append(peaks, procStatusMiB(pid, "VmHWM"))
+		}
+	}
+	return peaks
 }
 
 // anonMiB is the daemon's anonymous resident memory (its heap and stacks, not the

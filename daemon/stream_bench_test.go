@@ -48,6 +48,7 @@ func (h *sizedHash) Write(p []byte) (int, error) {
 type bigRenders struct {
 	size             int64   // bytes of manifests in the app
 	idle, peak, warm float64 // the daemon's anonymous RSS, MiB: started, peak, after
+	workers          []float64 // each render worker's peak RSS, MiB
 	took             time.Duration
 	hashes           [][32]byte
 	errs             []error
@@ -66,6 +67,10 @@ func renderBigAtOnce(tb testing.TB, renders int) (*bigRenders, *rt.Server, strin
 	cfg := testConfig()
 	cfg.Socket = socketPath(tb)
 	cfg.RenderWorkers = renders
+	// The daemon's memory is measured here, with workers large enough for the
+	// app (their own peak is reported), whatever this machine's limits.
+	cfg.RenderWorkerMemory = 1 << 30
+	cfg.MemoryBudget = cfg.DaemonMemory + int64(renders)*cfg.RenderWorkerMemory
 	// This machine's cores are shared: the bound here is memory, the time is reported.
 	cfg.RenderTimeout = 5 * time.Minute
 	d := startDaemonProcess(tb, cfg)
@@ -89,6 +94,7 @@ func renderBigAtOnce(tb testing.TB, renders int) (*bigRenders, *rt.Server, strin
 	close(stop)
 	m.peak = <-peak
 	m.warm = d.anonMiB()
+	m.workers = d.workersPeakMiB()
 	return m, s, dir
 }
 
@@ -126,8 +132,8 @@ func BenchmarkGenerate50MB(b *testing.B) {
 				b.Errorf("render %d: %v", i, err)
 			}
 		}
-		b.Logf("daemon anonymous RSS: %.1f MiB idle, peak %.1f MiB, %.1f MiB after %d renders of %.1f MB at once (%v)",
-			m.idle, m.peak, m.warm, renders, float64(m.size)/1e6, m.took.Round(time.Millisecond))
+		b.Logf("daemon anonymous RSS: %.1f MiB idle, peak %.1f MiB, %.1f MiB after %d renders of %.1f MB at once (%v); workers' peak RSS %.0f MiB",
+			m.idle, m.peak, m.warm, renders, float64(m.size)/1e6, m.took.Round(time.Millisecond), m.workers)
 		above = max(above, m.peak-m.idle)
 	}
 	b.ReportMetric(above, "daemon-MiB-above-idle")

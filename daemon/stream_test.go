@@ -33,8 +33,8 @@ func TestGenerate50MBAtOnce(t *testing.T) {
 	}
 	const renders = 3
 	m, s, dir := renderBigAtOnce(t, renders)
-	t.Logf("daemon anonymous RSS: %.1f MiB idle, peak %.1f MiB (+%.1f MiB), %.1f MiB after %d renders of %.1f MB at once in %v",
-		m.idle, m.peak, m.peak-m.idle, m.warm, renders, float64(m.size)/1e6, m.took.Round(time.Millisecond))
+	t.Logf("daemon anonymous RSS: %.1f MiB idle, peak %.1f MiB (+%.1f MiB), %.1f MiB after %d renders of %.1f MB at once in %v; workers' peak RSS %.0f MiB",
+		m.idle, m.peak, m.peak-m.idle, m.warm, renders, float64(m.size)/1e6, m.took.Round(time.Millisecond), m.workers)
 	want := inProcessHash(t, dir, bigAppEnviron("app-0", s.Ref("web")))
 	for i := range renders {
 		if m.errs[i] != nil {
