@@ -46,8 +46,8 @@ func (h *sizedHash) Write(p []byte) (int, error) {
 // bigRenders is one measure of several renders at once of an app of 50 MB of
 // manifests, through a daemon process with render workers.
 type bigRenders struct {
-	size             int64   // bytes of manifests in the app
-	idle, peak, warm float64 // the daemon's anonymous RSS, MiB: started, peak, after
+	size             int64     // bytes of manifests in the app
+	idle, peak, warm float64   // the daemon's anonymous RSS, MiB: started, peak, after
 	workers          []float64 // each render worker's peak RSS, MiB
 	took             time.Duration
 	hashes           [][32]byte
