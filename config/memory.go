@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/render"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -18,7 +19,7 @@ const (
 	// DefaultRenderWorkerMemory is what one render's worker may use: enough for
 	// an app of about 15 MB of manifests of small objects (a parsed YAML node
 	// costs about 15 times its text), far more for big ConfigMaps.
-	DefaultRenderWorkerMemory = 256 << 20
+	DefaultRenderWorkerMemory = render.DefaultWorkerMemory
 	// DefaultRenderQueue is how many renders may wait for memory; past it a
 	// render is refused at once, and Argo CD renders the app again later.
 	DefaultRenderQueue = 16

@@ -19,8 +19,10 @@ import (
 
 // Defaults of Workers.
 const (
-	// DefaultWorkerMemory bounds a worker's resident memory while it renders.
-	DefaultWorkerMemory = 1 << 30
+	// DefaultWorkerMemory bounds a worker's resident memory while it renders
+	// (config's renderWorkerMemory default: the daemon's memory budget admits
+	// renders of this size).
+	DefaultWorkerMemory = 256 << 20
 	// DefaultWorkerIdle is how long an idle worker is kept before it exits.
 	DefaultWorkerIdle = 2 * time.Minute
 )

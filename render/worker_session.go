@@ -91,7 +91,7 @@ func (s *workerSession) watch(ctx context.Context) {
 			return
 		case <-tick:
 			if rss := s.w.rss(); rss > s.pool.maxMemory {
-				s.kill(fmt.Errorf("the render used more than %s of memory and was stopped", mib(s.pool.maxMemory)))
+				s.kill(fmt.Errorf("the render used more than %s of memory (renderWorkerMemory) and was stopped; an app this large needs a larger renderWorkerMemory, and a container memory limit to hold it", mib(s.pool.maxMemory)))
 				return
 			}
 		case <-ctx.Done():

@@ -252,7 +252,7 @@ func TestWorkersStopMemoryHog(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := tw.Render(ctx, "../testdata/hostile/helm-memory", Options{RepoRoot: moduleRoot})
-	if err == nil || !strings.Contains(err.Error(), "the render used more than 256 MiB of memory and was stopped") {
+	if err == nil || !strings.Contains(err.Error(), "the render used more than 256 MiB of memory (renderWorkerMemory) and was stopped") {
 		t.Fatalf("err = %v, want the memory bound named", err)
 	}
 	if procs := tw.started(); len(procs) != 1 || !gone(procs[0]) {
