@@ -117,11 +117,12 @@ func (p *Workers) Render(ctx context.Context, dir string, opts Options) (*Render
 }
 
 // get returns an idle worker or starts one.
-func (p *Workers) get() (*worker, error) {
+// reused says whether it was idle (it may have died since, unseen).
+func (p *Workers) get() (w *worker, reused bool, err error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, errors.New("render workers closed")
+		return nil, false, errors.New("render workers closed")
 	}
 	for n := len(p.idle); n > 0; n = len(p.idle) {
 		w := p.idle[n-1]
@@ -133,10 +134,11 @@ func (p *Workers) get() (*worker, error) {
 		default:
 		}
 		p.mu.Unlock()
-		return w, nil
+		return w, true, nil
 	}
 	p.mu.Unlock()
-	return startWorker(p.start())
+	w, err = startWorker(p.start())
+	return w, false, err
 }
 
 // put keeps w for the next render, until it has been idle for idleAfter.

@@ -19,12 +19,32 @@ import (
 // worker is killed and the error wraps ErrDeadline and ctx.Err(), as Render's
 // does; past the worker memory bound it is killed with an error saying so.
 func (p *Workers) Open(ctx context.Context, dir string, opts Options) (Session, error) {
+	s, err := p.open(ctx, dir, opts, p.get)
+	if errors.Is(err, errReusedWorkerDead) && ctx.Err() == nil {
+		// A worker kept idle broke before its render was answered: it may have
+		// died while idle (killed from outside, as the kernel's OOM killer does)
+		// before the pool saw it exit. Once, on a new worker: a render that breaks
+		// a new worker too fails with that worker's error.
+		s, err = p.open(ctx, dir, opts, func() (*worker, bool, error) {
+			w, err := startWorker(p.start())
+			return w, false, err
+		})
+	}
+	return s, err
+}
+
+// errReusedWorkerDead marks a render whose reused worker was dead before it
+// answered: Open runs it again on a new one.
+var errReusedWorkerDead = errors.New("the idle render worker it was given had died")
+
+// open takes a slot and a worker from get, and renders dir on it.
+func (p *Workers) open(ctx context.Context, dir string, opts Options, get func() (*worker, bool, error)) (Session, error) {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w (%w); every render worker was busy until then", ErrDeadline, ctx.Err())
 	}
-	w, err := p.get()
+	w, reused, err := get()
 	if err != nil {
 		<-p.slots
 		return nil, err
@@ -37,6 +57,9 @@ func (p *Workers) Open(ctx context.Context, dir string, opts Options) (Session, 
 	}
 	if err != nil {
 		s.Close()
+		if reused && errors.Is(err, errWorkerBroken) {
+			return nil, fmt.Errorf("%w: %w", errReusedWorkerDead, err)
+		}
 		return nil, err
 	}
 	s.kind, s.remote = a.Kind, a.Remote

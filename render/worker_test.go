@@ -209,7 +209,7 @@ func TestWorkersHostileSameErrors(t *testing.T) {
 // render returns ErrDeadline, its worker process is gone, and the next render gets
 // a new worker.
 func TestWorkersStopLoopingTemplate(t *testing.T) {
-	tw := newTestWorkers(t, 1)
+	tw := newTestWorkers(t, 1, WithWorkerMemory(1<<30)) // the loop meets its deadline before this
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err := tw.Render(ctx, "../testdata/hostile/helm-loop", Options{RepoRoot: moduleRoot})
@@ -408,3 +408,26 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 var _ io.Writer = writerFunc(nil)
+
+// TestWorkersIdleKilledUnseen: a worker killed while idle (as the kernel's OOM
+// killer does) and handed out before the pool saw it exit does not fail the next
+// render: it runs once more on a new worker. Rendering at once after the kill
+// races the pool's reaping; each round either finds the worker reaped or meets
+// it dead, and both must render.
+func TestWorkersIdleKilledUnseen(t *testing.T) {
+	tw := newTestWorkers(t, 1)
+	app := "../testdata/apps/plain-cron"
+	for round := range 10 {
+		if _, err := tw.Render(context.Background(), app, Options{RepoRoot: moduleRoot}); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		procs := tw.started()
+		syscall.Kill(procs[len(procs)-1].Process.Pid, syscall.SIGKILL) //nolint:errcheck
+	}
+	if _, err := tw.Render(context.Background(), app, Options{RepoRoot: moduleRoot}); err != nil {
+		t.Fatalf("render after the last kill: %v", err)
+	}
+	if n := len(tw.started()); n != 11 {
+		t.Errorf("%d workers started for 11 renders after 10 kills, want 11", n)
+	}
+}
