@@ -165,23 +165,50 @@ func NewRedis(o RedisOptions, m *Metrics) (*Redis, error) {
 	if o.Addr == "" {
 		return nil, errors.New("redis: no address")
 	}
+	o = o.withDefaults()
+	if m == nil {
+		m = NewMetrics()
+	}
+	log := o.Logger.With("redis", o.Addr)
+	keys, err := newMACKeys(o.MACKey, log)
+	if err != nil {
+		return nil, err
+	}
+	rm := newRedisMetrics(m)
+	opts := o.clientOptions()
+	opts.Dialer = boundedDialer(redis.NewDialer(opts), o.MaxReply, func(err error) {
+		rm.refused.Inc()
+		log.Warn("redis reply refused: closing the connection", "err", err)
+	})
+	redisLogOnce.Do(func() { redis.SetLogger(debugLogger{}) })
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Redis{c: redis.NewClient(opts), o: o, m: rm, log: log, ctx: ctx, cancel: cancel, keys: keys,
+		budget:  newDecodeBudget(o.DecodeMemory, o.Timeout),
+		channel: o.KeyPrefix + redisFormat + ":filled", waiters: map[string]map[chan struct{}]struct{}{}}
+	if !keys.on() {
+		log.Warn("redis values are not authenticated: any writer to this Redis can make the daemons believe tag lists, " +
+			"the digests tags point at and signature verdicts; set redis.macKeyFile (docs/redis.md)")
+	}
+	r.connect()
+	r.listen()
+	r.monitor()
+	return r, nil
+}
+
+// withDefaults fills the options left zero with the defaults.
+func (o RedisOptions) withDefaults() RedisOptions {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.DialTimeout, DefaultRedisDialTimeout)
+	def(&o.Timeout, DefaultRedisTimeout)
+	def(&o.ContentTTL, DefaultRedisContentTTL)
+	def(&o.LeaseTTL, DefaultRedisLeaseTTL)
+	def(&o.RetryInterval, DefaultRedisRetryInterval)
 	if o.KeyPrefix == "" {
 		o.KeyPrefix = DefaultRedisKeyPrefix
-	}
-	if o.DialTimeout <= 0 {
-		o.DialTimeout = DefaultRedisDialTimeout
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultRedisTimeout
-	}
-	if o.ContentTTL <= 0 {
-		o.ContentTTL = DefaultRedisContentTTL
-	}
-	if o.LeaseTTL <= 0 {
-		o.LeaseTTL = DefaultRedisLeaseTTL
-	}
-	if o.RetryInterval <= 0 {
-		o.RetryInterval = DefaultRedisRetryInterval
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -192,15 +219,11 @@ func NewRedis(o RedisOptions, m *Metrics) (*Redis, error) {
 	if o.MaxReply <= 0 {
 		o.MaxReply = DefaultRedisMaxReply
 	}
-	if m == nil {
-		m = NewMetrics()
-	}
-	log := o.Logger.With("redis", o.Addr)
-	keys, err := newMACKeys(o.MACKey, log)
-	if err != nil {
-		return nil, err
-	}
-	rm := newRedisMetrics(m)
+	return o
+}
+
+// clientOptions are go-redis's options for o (its Dialer is set by NewRedis).
+func (o RedisOptions) clientOptions() *redis.Options {
 	opts := &redis.Options{
 		Addr:         o.Addr,
 		DialTimeout:  o.DialTimeout,
@@ -238,31 +261,21 @@ func NewRedis(o RedisOptions, m *Metrics) (*Redis, error) {
 			return user, p, nil
 		}
 	}
-	opts.Dialer = boundedDialer(redis.NewDialer(opts), o.MaxReply, func(err error) {
-		rm.refused.Inc()
-		log.Warn("redis reply refused: closing the connection", "err", err)
-	})
-	redisLogOnce.Do(func() { redis.SetLogger(debugLogger{}) })
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &Redis{c: redis.NewClient(opts), o: o, m: rm, log: log, ctx: ctx, cancel: cancel, keys: keys,
-		budget:  newDecodeBudget(o.DecodeMemory, o.Timeout),
-		channel: o.KeyPrefix + redisFormat + ":filled", waiters: map[string]map[chan struct{}]struct{}{}}
-	if !keys.on() {
-		log.Warn("redis values are not authenticated: any writer to this Redis can make the daemons believe tag lists, " +
-			"the digests tags point at and signature verdicts; set redis.macKeyFile (docs/redis.md)")
-	}
+	return opts
+}
+
+// connect pings Redis once at start: unreachable, the daemon goes on without it
+// until the monitor sees it answer.
+func (r *Redis) connect() {
 	if err := r.ping(); err != nil {
 		r.m.errors.WithLabelValues(redisOpPing).Inc()
 		r.m.up.Set(0)
-		log.Warn("redis unavailable: resolving from memory and registries until it answers", "err", redisErrText(err))
-	} else {
-		r.up.Store(true)
-		r.m.up.Set(1)
-		log.Info("redis shared tier connected", "keyPrefix", o.KeyPrefix)
+		r.log.Warn("redis unavailable: resolving from memory and registries until it answers", "err", redisErrText(err))
+		return
 	}
-	r.listen()
-	r.monitor()
-	return r, nil
+	r.up.Store(true)
+	r.m.up.Set(1)
+	r.log.Info("redis shared tier connected", "keyPrefix", r.o.KeyPrefix)
 }
 
 // listen subscribes to the notices of filled keys and wakes their waiters;

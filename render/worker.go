@@ -214,8 +214,11 @@ func (w *worker) stop() {
 }
 
 // rss is the worker's resident memory in bytes (0 if unknown).
-func (w *worker) rss() int64 {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(w.cmd.Process.Pid) + "/status")
+func (w *worker) rss() int64 { return ResidentMemory(w.cmd.Process.Pid) }
+
+// ResidentMemory is process pid's resident memory in bytes (VmRSS; 0 if unknown).
+func ResidentMemory(pid int) int64 {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0
 	}

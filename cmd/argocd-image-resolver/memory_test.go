@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/render"
 )
 
 // largeApp writes a plain-YAML app of about size bytes of manifests in a new
@@ -47,25 +48,11 @@ func largeApp(t *testing.T, size int, dense bool) string {
 
 // rssOfTree is the resident memory of pid and its render workers, in bytes.
 func rssOfTree(t *testing.T, pid int) int64 {
-	total := rssOf(pid)
+	total := render.ResidentMemory(pid)
 	for _, w := range renderWorkers(t, pid) {
-		total += rssOf(w)
+		total += render.ResidentMemory(w)
 	}
 	return total
-}
-
-func rssOf(pid int) int64 {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 // Several large apps (50 MB of manifests each) and a smaller one rendered at once
