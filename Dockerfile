@@ -33,5 +33,6 @@ ENV PATH=/usr/local/bin:/usr/bin:/bin \
 LABEL org.opencontainers.image.version=${VERSION} \
       org.opencontainers.image.revision=${COMMIT} \
       org.opencontainers.image.source=https://github.com/argocd-image-resolver/argocd-image-resolver \
-      org.opencontainers.image.title=argocd-image-resolver
+      org.opencontainers.image.title=argocd-image-resolver \
+      org.opencontainers.image.licenses=Apache-2.0
 ENTRYPOINT ["argocd-image-resolver", "sidecar", "--", "/var/run/argocd/argocd-cmp-server"]

@@ -20,17 +20,21 @@ build:
 	$(GO) build -o $(BIN)/argocd-image-resolver-generate ./cmd/argocd-image-resolver-generate
 
 ## image: the sidecar's OCI image without a Docker engine (deploy/image): static binaries
-## for IMAGE_ARCH, CA certificates, user 999, no shell; an OCI layout in bin/image/ and
-## bin/image.tar for `docker load` / `crane push`. Timestamps are SOURCE_DATE_EPOCH (the
-## commit's time by default), so the same commit gives the same digest.
+## for each of IMAGE_ARCHS (bin/linux_ARCH/), CA certificates, user 999, no shell; one OCI
+## image index of the platforms with an SPDX SBOM per platform attached as an OCI 1.1
+## referrer: an OCI layout in bin/image/, the same as a tar in bin/image.tar (whose
+## docker manifest.json names the IMAGE_ARCH image, the one `docker load` takes) and the
+## SBOMs in bin/sbom/. Timestamps are SOURCE_DATE_EPOCH (the commit's time by default),
+## so the same commit gives the same index digest. Push every platform and the SBOMs:
+## go run ./cmd/build-image -layout bin/image -push REGISTRY/REPO:TAG
 IMAGE ?= ghcr.io/argocd-image-resolver/argocd-image-resolver:$(VERSION)
+IMAGE_ARCHS ?= amd64,arm64
 IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 image:
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" \
-		-o $(BIN)/linux_$(IMAGE_ARCH)/ ./cmd/argocd-image-resolver ./cmd/argocd-image-resolver-generate
-	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./cmd/build-image -bin $(BIN)/linux_$(IMAGE_ARCH) \
-		-version $(VERSION) -revision $(COMMIT) -tag $(IMAGE) -layout $(BIN)/image -tar $(BIN)/image.tar
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./cmd/build-image -go $(GO) -build $(IMAGE_ARCHS) -bin-root $(BIN) \
+		-version $(VERSION) -revision $(COMMIT) -tag $(IMAGE) -layout $(BIN)/image -tar $(BIN)/image.tar \
+		-load-arch $(IMAGE_ARCH) -sbom-dir $(BIN)/sbom
 
 ## demo: resolve and render the sample apps against an embedded registry (no network, no cluster)
 demo: build

@@ -498,7 +498,7 @@ func dockerCopy(t *testing.T, in instruction, stageFS map[string]string, img str
 }
 
 // moduleRoot is the directory of go.mod above this package.
-func moduleRoot(t *testing.T) string {
+func moduleRoot(t testing.TB) string {
 	t.Helper()
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {

@@ -2,6 +2,7 @@ package image
 
 import (
 	"archive/tar"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -29,48 +32,76 @@ const (
 // testCreated is the fixed time of the test images.
 var testCreated = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-const modulePath = "github.com/argocd-image-resolver/argocd-image-resolver"
+// binBuild is one architecture's static test binaries, built once per test binary.
+type binBuild struct {
+	once sync.Once
+	dir  string
+	err  error
+}
 
 var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
+	buildsMu sync.Mutex
+	builds   = map[string]*binBuild{} // by GOARCH
 )
 
-// staticBinaries builds Binaries as make image does (CGO_ENABLED=0, -trimpath, -s -w,
-// version and commit stamped) and the stand-in CMP server (testdata/cmpserver), once
-// per test binary, and returns their directory.
+// staticBinaries builds Binaries for this machine's architecture as make image does
+// (GoBuildArgs, GoBuildEnv) and the stand-in CMP server (testdata/cmpserver), once per
+// test binary, and returns their directory.
 func staticBinaries(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "image-test-bin")
-		if buildErr != nil {
+	return staticBinariesFor(t, runtime.GOARCH)
+}
+
+// staticBinariesFor is staticBinaries for linux/arch; for another architecture than
+// this machine's only Binaries (cross-compiling costs CPU: once per test binary, and
+// the go command's build cache keeps the compiled packages across runs).
+func staticBinariesFor(t testing.TB, arch string) string {
+	t.Helper()
+	buildsMu.Lock()
+	b, ok := builds[arch]
+	if !ok {
+		b = &binBuild{}
+		builds[arch] = b
+	}
+	buildsMu.Unlock()
+	b.once.Do(func() {
+		b.dir, b.err = os.MkdirTemp("", "image-test-bin-"+arch)
+		if b.err != nil {
 			return
 		}
-		pkgs := []string{}
-		for _, b := range Binaries {
-			pkgs = append(pkgs, modulePath+"/cmd/"+b)
+		args := GoBuildArgs(testVersion, testRevision, b.dir)
+		if arch == runtime.GOARCH {
+			args = append(args, "./deploy/image/testdata/cmpserver")
 		}
-		pkgs = append(pkgs, modulePath+"/deploy/image/testdata/cmpserver")
-		cmd := exec.Command("go", append([]string{"build", "-trimpath",
-			"-ldflags", "-s -w -X main.version=" + testVersion + " -X main.commit=" + testRevision,
-			"-o", buildDir + string(filepath.Separator)}, pkgs...)...)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("%s: %w\n%s", cmd, err, out)
+		cmd := exec.Command("go", args...)
+		cmd.Dir = moduleRoot(t)
+		cmd.Env = append(os.Environ(), GoBuildEnv(arch)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("%s: %w\n%s", cmd, err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatalf("building the static binaries: %v", buildErr)
+	if b.err != nil {
+		t.Fatalf("building the static linux/%s binaries: %v", arch, b.err)
 	}
-	return buildDir
+	return b.dir
 }
 
 func TestMain(m *testing.M) {
+	// A test binary's build information lists no modules: the SBOM's CA certificates
+	// module is the one go.mod requires, as the go command says.
+	caModuleInfo = func() (*debug.Module, error) {
+		out, err := exec.Command("go", "list", "-m", "-json", caModule).Output()
+		if err != nil {
+			return nil, fmt.Errorf("go list -m %s: %w", caModule, err)
+		}
+		var m debug.Module
+		return &m, json.Unmarshal(out, &m)
+	}
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
+	for _, b := range builds {
+		if b.dir != "" {
+			os.RemoveAll(b.dir)
+		}
 	}
 	os.Exit(code)
 }

@@ -1,11 +1,15 @@
 // Package image builds the sidecar's container image from Go code, with no Docker
 // engine and no network: the two static binaries, CA certificates, passwd and group
 // entries for Argo CD's user 999, a home directory and /tmp, and no shell. Build
-// returns a reproducible v1.Image (every timestamp is Options.Created, so the same
-// inputs give the same digest); WriteLayout writes it to an OCI image layout and
-// WriteTarball to a `docker save` tarball, which docker load and crane push read;
-// Verify reads both back and validates them. WriteRootFS writes the same files
-// (without the binaries) for the Dockerfile, so both builds give one layout.
+// returns one platform's reproducible v1.Image (every timestamp is Options.Created, so
+// the same inputs give the same digest); BuildIndex builds one per platform (make
+// image: linux/amd64 and linux/arm64), an SPDX 2.3 SBOM of each from its binaries'
+// build information, and the OCI image index of them, each SBOM attached to its image
+// as an OCI 1.1 referrer. WriteLayout writes an index to an OCI image layout,
+// WriteArchive that layout to a tar that OCI tools and `docker load` read, Verify
+// reads both back and validates them, Push sends the index and its SBOMs to a
+// registry. GoBuild builds the binaries as make image does. WriteRootFS writes the
+// same files (without the binaries) for the Dockerfile, so both builds give one layout.
 package image
 
 import (
@@ -47,10 +51,15 @@ const (
 	BinDir = "/usr/local/bin"
 	// CACertsPath is the PEM bundle Go's crypto/x509 reads on Linux.
 	CACertsPath = "/etc/ssl/certs/ca-certificates.crt"
+	// Repository is where the project publishes the image; deploy/'s manifests name it.
+	Repository = "ghcr.io/argocd-image-resolver/argocd-image-resolver"
 	// Source is the org.opencontainers.image.source label.
 	Source = "https://github.com/argocd-image-resolver/argocd-image-resolver"
 	// Title is the org.opencontainers.image.title label.
 	Title = "argocd-image-resolver"
+	// License is the org.opencontainers.image.licenses label: the SPDX expression of
+	// the LICENSE file.
+	License = "Apache-2.0"
 )
 
 // Label keys the image carries.
@@ -59,6 +68,9 @@ const (
 	LabelRevision = "org.opencontainers.image.revision"
 	LabelSource   = "org.opencontainers.image.source"
 	LabelTitle    = "org.opencontainers.image.title"
+	LabelLicenses = "org.opencontainers.image.licenses"
+	// AnnotationCreated is the image index's creation time (RFC 3339), Options.Created.
+	AnnotationCreated = "org.opencontainers.image.created"
 )
 
 // Binaries are the commands copied into BinDir, by file name.
@@ -143,23 +155,37 @@ func RootFS(caCerts []byte) ([]Entry, error) {
 
 // Build returns the sidecar's image: a layer of RootFS(o.CACerts) and a layer of the
 // binaries (which change more often), the config Argo CD's sidecar needs (User,
-// Entrypoint, WorkingDir, Env) and the version labels. Every timestamp is o.Created.
+// Entrypoint, WorkingDir, Env) and the version and licence labels. Every timestamp is
+// o.Created.
 func Build(o Options) (v1.Image, error) {
-	if o.Version == "" {
-		return nil, errors.New("image: Options.Version is empty: give the version stamped into the binaries (make image passes $(VERSION))")
-	}
-	if o.Revision == "" {
-		return nil, errors.New("image: Options.Revision is empty: give the commit the binaries were built from (make image passes $(COMMIT))")
-	}
-	if o.Created.IsZero() {
-		return nil, errors.New("image: Options.Created is zero: give a fixed time (SOURCE_DATE_EPOCH or the commit's time) so that builds are reproducible")
-	}
-	created := o.Created.UTC().Truncate(time.Second)
-	base, err := RootFS(o.CACerts)
-	if err != nil {
+	if err := o.check(); err != nil {
 		return nil, err
 	}
 	bins, arch, err := readBinaries(o.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	return buildImage(o, bins, arch)
+}
+
+// check checks the options every build needs.
+func (o Options) check() error {
+	if o.Version == "" {
+		return errors.New("image: Options.Version is empty: give the version stamped into the binaries (make image passes $(VERSION))")
+	}
+	if o.Revision == "" {
+		return errors.New("image: Options.Revision is empty: give the commit the binaries were built from (make image passes $(COMMIT))")
+	}
+	if o.Created.IsZero() {
+		return errors.New("image: Options.Created is zero: give a fixed time (SOURCE_DATE_EPOCH or the commit's time) so that builds are reproducible")
+	}
+	return nil
+}
+
+// buildImage is Build of binaries already read (readBinaries) for arch.
+func buildImage(o Options, bins []Entry, arch string) (v1.Image, error) {
+	created := o.created()
+	base, err := RootFS(o.CACerts)
 	if err != nil {
 		return nil, err
 	}
@@ -205,6 +231,7 @@ func Build(o Options) (v1.Image, error) {
 			LabelRevision: o.Revision,
 			LabelSource:   Source,
 			LabelTitle:    Title,
+			LabelLicenses: License,
 		},
 	}
 	img, err = mutate.ConfigFile(img, cf)
@@ -213,6 +240,9 @@ func Build(o Options) (v1.Image, error) {
 	}
 	return img, nil
 }
+
+// created is o.Created as the image records it: UTC, whole seconds.
+func (o Options) created() time.Time { return o.Created.UTC().Truncate(time.Second) }
 
 // elfArch maps ELF machines to OCI architectures. 32-bit arm is left out: its
 // platform needs a variant (v6, v7) that the ELF header does not say.

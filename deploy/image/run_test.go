@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,15 +63,17 @@ func TestImageRunsAsArgoCDUser(t *testing.T) {
 	}
 	bins := staticBinaries(t)
 
-	// The image as a user gets it: written to a tarball and loaded back by tag.
+	// The image as a user gets it: written to bin/image.tar as make image writes it
+	// (here of this machine's platform only) and loaded back by tag, as docker load does.
 	ref, err := name.NewTag("ghcr.io/argocd-image-resolver/argocd-image-resolver:" + testVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tarPath := filepath.Join(t.TempDir(), "image.tar")
-	if err := WriteTarball(tarPath, testImage(t), ref); err != nil {
+	idx, err := BuildIndex(Options{Version: testVersion, Revision: testRevision, Created: testCreated}, bins)
+	if err != nil {
 		t.Fatal(err)
 	}
+	_, tarPath := writeOutputs(t, t.TempDir(), idx, ref, runtime.GOARCH)
 	img, err := tarball.ImageFromPath(tarPath, &ref)
 	if err != nil {
 		t.Fatal(err)
