@@ -109,7 +109,7 @@ func ReadLayout(dir string, ref name.Tag) (*Index, error) {
 		return nil, fmt.Errorf("image: OCI layout %s: %w", dir, err)
 	}
 	var found []v1.Hash
-	var others []string // tags of other indexes
+	var others []string                 // tags of other indexes
 	referrers := map[v1.Hash]v1.Image{} // by subject
 	for _, d := range im.Manifests {
 		switch {
