@@ -6,7 +6,7 @@ BIN := $(CURDIR)/bin
 REGISTRY_BIN := $(CACHE)/bin/registry
 export PATH := $(CACHE)/bin:$(PATH)
 
-.PHONY: all build image demo test test-unit test-e2e e2e e2e-build bench bench-tools e2e-registry vet fuzz clean
+.PHONY: all build image release demo test test-unit test-e2e e2e e2e-build bench bench-tools e2e-registry vet fuzz clean
 
 all: build
 
@@ -35,6 +35,13 @@ image:
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./cmd/build-image -go $(GO) -build $(IMAGE_ARCHS) -bin-root $(BIN) \
 		-version $(VERSION) -revision $(COMMIT) -tag $(IMAGE) -layout $(BIN)/image -tar $(BIN)/image.tar \
 		-load-arch $(IMAGE_ARCH) -sbom-dir $(BIN)/sbom
+
+## release: make release VERSION=vX.Y.Z: refuses another VERSION, one without a
+## CHANGELOG.md section, a dirty tree, or manifests and docs naming another version;
+## writes bin/release/: linux/amd64 and linux/arm64 binaries, the image (OCI layout and
+## tar), the SBOMs, install.yaml, the Helm values, the release notes, SHA256SUMS
+release:
+	$(GO) run ./cmd/release -go $(GO) -version "$(VERSION)" -out $(BIN)/release
 
 ## demo: resolve and render the sample apps against an embedded registry (no network, no cluster)
 demo: build

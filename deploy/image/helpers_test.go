@@ -2,7 +2,6 @@ package image
 
 import (
 	"archive/tar"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -87,16 +85,6 @@ func staticBinariesFor(t testing.TB, arch string) string {
 }
 
 func TestMain(m *testing.M) {
-	// A test binary's build information lists no modules: the SBOM's CA certificates
-	// module is the one go.mod requires, as the go command says.
-	caModuleInfo = func() (*debug.Module, error) {
-		out, err := exec.Command("go", "list", "-m", "-json", caModule).Output()
-		if err != nil {
-			return nil, fmt.Errorf("go list -m %s: %w", caModule, err)
-		}
-		var m debug.Module
-		return &m, json.Unmarshal(out, &m)
-	}
 	code := m.Run()
 	for _, b := range builds {
 		if b.dir != "" {

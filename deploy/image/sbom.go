@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os/exec"
 	"path"
 	"runtime/debug"
 	"sort"
@@ -250,12 +251,21 @@ func caPackage(caCerts []byte) (spdxPackage, error) {
 }
 
 // caModuleInfo returns the module caModule as this program was built with it, from
-// its build information. A variable: a test binary's build information lists no
-// modules, so the package's tests ask the go command instead.
-var caModuleInfo = func() (*debug.Module, error) {
+// its build information. A test binary's lists no modules (go test does not record
+// them); then the go command says which version the module in the working directory
+// requires.
+func caModuleInfo() (*debug.Module, error) {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return nil, errors.New("this program has no Go build information")
+	}
+	if len(info.Deps) == 0 {
+		out, err := exec.Command("go", "list", "-m", "-json", caModule).Output()
+		if err != nil {
+			return nil, fmt.Errorf("%s lists no modules, and go list -m %s: %w", info.Path, caModule, err)
+		}
+		var m debug.Module
+		return &m, json.Unmarshal(out, &m)
 	}
 	for _, m := range info.Deps {
 		if m.Path == caModule {
