@@ -75,7 +75,9 @@ type Section struct {
 	// Line is the heading's line number.
 	Line int
 	// Body is the text under the heading up to the next one, trimmed, without the
-	// link reference definitions ([0.1.0]: https://...) Keep a Changelog ends with.
+	// link reference definitions ([0.1.0]: https://...) Keep a Changelog ends with
+	// and without subsections that hold nothing (a "### Changed" nothing is listed
+	// under yet).
 	Body string
 }
 
@@ -172,10 +174,24 @@ func (c *Changelog) add(s Section) error {
 }
 
 func trimBody(lines []string) string {
-	for len(lines) > 0 && (strings.TrimSpace(lines[len(lines)-1]) == "" || linkDefRE.MatchString(lines[len(lines)-1])) {
-		lines = lines[:len(lines)-1]
+	var kept []string
+	for i := 0; i < len(lines); i++ {
+		if linkDefRE.MatchString(lines[i]) {
+			continue
+		}
+		if strings.HasPrefix(lines[i], "### ") {
+			j := i + 1
+			for j < len(lines) && (strings.TrimSpace(lines[j]) == "" || linkDefRE.MatchString(lines[j])) {
+				j++
+			}
+			if j == len(lines) || strings.HasPrefix(lines[j], "### ") {
+				i = j - 1 // an empty subsection
+				continue
+			}
+		}
+		kept = append(kept, lines[i])
 	}
-	return strings.TrimSpace(strings.Join(lines, "\n"))
+	return strings.TrimSpace(strings.Join(kept, "\n"))
 }
 
 // Latest is the newest versioned section (not [Unreleased]); false if there is none.

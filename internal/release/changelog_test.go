@@ -50,6 +50,12 @@ Intro.
 
 - b
 
+### Changed
+
+### Fixed
+
+- c
+
 ## [0.1.0] - Unreleased
 
 - a
@@ -65,8 +71,8 @@ func TestParseChangelog(t *testing.T) {
 	}
 	want := []Section{
 		{Unreleased: true, Line: 5, Body: "- next"},
-		{Version: Version{0, 2, 0}, Date: "2027-01-02", Line: 9, Body: "### Added\n\n- b"},
-		{Version: Version{0, 1, 0}, Date: "Unreleased", Line: 15, Body: "- a"},
+		{Version: Version{0, 2, 0}, Date: "2027-01-02", Line: 9, Body: "### Added\n\n- b\n\n### Fixed\n\n- c"},
+		{Version: Version{0, 1, 0}, Date: "Unreleased", Line: 21, Body: "- a"},
 	}
 	if len(c.Sections) != len(want) {
 		t.Fatalf("sections %+v", c.Sections)
@@ -79,7 +85,7 @@ func TestParseChangelog(t *testing.T) {
 	if l, ok := c.Latest(); !ok || l.Version != (Version{0, 2, 0}) {
 		t.Errorf("Latest = %+v, %v", l, ok)
 	}
-	if s, ok := c.Section(Version{0, 1, 0}); !ok || s.Line != 15 {
+	if s, ok := c.Section(Version{0, 1, 0}); !ok || s.Line != 21 {
 		t.Errorf("Section(0.1.0) = %+v, %v", s, ok)
 	}
 	if _, ok := c.Section(Version{0, 3, 0}); ok {
