@@ -1,0 +1,31 @@
+package suggest
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDidYouMean(t *testing.T) {
+	keys := []string{"tagTTL", "headTTL", "insecure", "address", "registries"}
+	for _, tt := range []struct {
+		in   string
+		want string
+	}{
+		{"tagTTl", `; did you mean "tagTTL"?`},    // case only
+		{"insecur", `; did you mean "insecure"?`}, // one letter short
+		{"adress", `; did you mean "address"?`},
+		{"registres", `; did you mean "registries"?`},
+		{"TAGTTL", `; did you mean "tagTTL"?`}, // same but for case: still worth saying
+		{"tagTTL", ""},                         // known: nothing to suggest
+		{"zzzzzz", ""},                         // nothing close
+		{"", ""},
+		{strings.Repeat("a", 300), ""}, // long input: bounded work, no suggestion
+	} {
+		if got := DidYouMean(tt.in, keys); got != tt.want {
+			t.Errorf("DidYouMean(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	if got := DidYouMean("x", nil); got != "" {
+		t.Errorf("DidYouMean with no candidates = %q, want none", got)
+	}
+}
