@@ -9,8 +9,8 @@ import (
 )
 
 // DidYouMean returns `; did you mean "x"?` for the candidate closest to s (by edit
-// distance, ignoring case), or "" when none is close enough or the closest is s
-// itself.
+// distance, ignoring case), else for the only candidate s begins; "" when none is
+// close enough or the closest is s itself.
 func DidYouMean(s string, candidates []string) string {
 	best, bestD := "", -1
 	for _, c := range candidates {
@@ -25,7 +25,28 @@ func DidYouMean(s string, candidates []string) string {
 	if bestD <= 2 || bestD*4 <= len(s) {
 		return fmt.Sprintf("; did you mean %q?", best)
 	}
+	if p := onlyExtension(s, candidates); p != "" {
+		return fmt.Sprintf("; did you mean %q?", p)
+	}
 	return ""
+}
+
+// onlyExtension is the one candidate that s, of 3 characters or more, begins
+// (token: tokenFile), or "" when none or several do.
+func onlyExtension(s string, candidates []string) string {
+	if len(s) < 3 {
+		return ""
+	}
+	found := ""
+	for _, c := range candidates {
+		if strings.HasPrefix(strings.ToLower(c), strings.ToLower(s)) {
+			if found != "" {
+				return ""
+			}
+			found = c
+		}
+	}
+	return found
 }
 
 func levenshtein(a, b string) int {

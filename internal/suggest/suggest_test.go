@@ -6,7 +6,7 @@ import (
 )
 
 func TestDidYouMean(t *testing.T) {
-	keys := []string{"tagTTL", "headTTL", "insecure", "address", "registries"}
+	keys := []string{"tagTTL", "headTTL", "insecure", "address", "registries", "tokenFile", "requireTlog", "requireSCT"}
 	for _, tt := range []struct {
 		in   string
 		want string
@@ -15,9 +15,13 @@ func TestDidYouMean(t *testing.T) {
 		{"insecur", `; did you mean "insecure"?`}, // one letter short
 		{"adress", `; did you mean "address"?`},
 		{"registres", `; did you mean "registries"?`},
-		{"TAGTTL", `; did you mean "tagTTL"?`}, // same but for case: still worth saying
-		{"tagTTL", ""},                         // known: nothing to suggest
-		{"zzzzzz", ""},                         // nothing close
+		{"TAGTTL", `; did you mean "tagTTL"?`},   // same but for case: still worth saying
+		{"token", `; did you mean "tokenFile"?`}, // too far to edit, but the only key it begins
+		{"require", ""},                          // begins two keys: neither
+		{"tok", `; did you mean "tokenFile"?`},
+		{"to", ""},     // too short to begin a key
+		{"tagTTL", ""}, // known: nothing to suggest
+		{"zzzzzz", ""}, // nothing close
 		{"", ""},
 		{strings.Repeat("a", 300), ""}, // long input: bounded work, no suggestion
 	} {

@@ -16,8 +16,8 @@ func TestLocate(t *testing.T) {
 		line, col int
 		problem   string
 	}{
-		{"indent of a mapping key too deep", "images:\n  app:\n    image: x\n   strategy: y\n", 4, 4, "did not find expected key"}, // v3: line 1
-		{"list item under a mapping", "images:\n  app:\n    image: x\n    strategy: y\n  - z\n", 5, 3, "did not find expected key"},         // v3: line 1
+		{"indent of a mapping key too deep", "images:\n  app:\n    image: x\n   strategy: y\n", 4, 4, "did not find expected key"},  // v3: line 1
+		{"list item under a mapping", "images:\n  app:\n    image: x\n    strategy: y\n  - z\n", 5, 3, "did not find expected key"}, // v3: line 1
 		{"key off the list item's column", "a: 1\nregistries:\n  - prefix: ghcr.io\n   insecure: true\n", 4, 4, "did not find expected '-' indicator"},
 		{"mapping value in a plain scalar", "a: 1\nb: 2\nx: y\nrefresh: hard: x\n", 4, 14, "mapping values are not allowed in this context"},
 		{"tab as indentation", "a: 1\nb: 2\nx:\n\tbad: 1\n", 4, 1, "found character that cannot start any token"},
@@ -57,7 +57,6 @@ func TestLocate(t *testing.T) {
 		})
 	}
 }
-
 
 // TestLocateNotSyntax: an error that is not yaml.v3's gives nil, and a document
 // that parses has no error to locate.
