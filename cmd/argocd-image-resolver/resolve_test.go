@@ -69,6 +69,7 @@ func TestResolveCommandJSONAndExitCodes(t *testing.T) {
 		{"no tag qualifies still says why", []string{web, "--platforms", "linux/s390x"}, 1, "no tag qualifies"},
 		{"bad strategy", []string{web, "--strategy", "fastest"}, 2, `--strategy: invalid value "fastest"`},
 		{"bad platform", []string{web, "--platforms", "linux"}, 2, `--platforms: invalid value "linux"`},
+		{"mistyped architecture (docs/troubleshooting.md)", []string{web, "--platforms", "linux/amd65"}, 2, `--platforms: invalid value "linux/amd65" (accepted: an architecture Go and OCI images name (386, amd64,`},
 		{"bad image", []string{"UPPER/case"}, 2, "IMAGE"},
 		{"two constraints", []string{web + ":~1.0", "--constraint", "^2"}, 2, "--constraint"},
 		{"a tag and a constraint under newest-build", []string{web + ":latest", "--strategy", "newest-build", "--constraint", "~1"}, 2, `--constraint: invalid value "~1"`},
