@@ -131,7 +131,7 @@ func (l locator) fails(prefix []byte) bool {
 // budget bounds the bytes parsed one prefix after the other; past it the search
 // halves the range instead (fewer parses, but it assumes that every prefix past the
 // problem fails, and none before it).
-const budget = 32 << 20
+const budget = 8 << 20
 
 // line is the first line, from line from on, whose prefix of the document fails:
 // the problem is on it. yaml.v3's reported line is never past the problem.
@@ -160,10 +160,6 @@ func (l locator) line(from int) int {
 	return n
 }
 
-// maxColumns bounds the prefixes of one line tried for the column; past it the
-// line alone is said.
-const maxColumns = 4096
-
 // column is the character of line (1-based) at which the document fails: the
 // shortest part of the line that, after the lines before it, fails as the document
 // does ends with it.
@@ -178,19 +174,35 @@ func (l locator) column(line int) int {
 			return utf8.RuneCountInString(text[:i]) + 1
 		}
 	}
-	col, off := 0, 0
-	for off < len(text) {
-		_, size := utf8.DecodeRuneInString(text[off:])
-		off += size
-		col++
-		if col > maxColumns {
-			return 0
-		}
-		if l.fails(l.data[:start+off]) {
-			return col
+	var offs []int // offs[c-1]: the offset just past character c of the line
+	for off := range text {
+		if off > 0 {
+			offs = append(offs, off)
 		}
 	}
-	return col + 1 // at the end of the line
+	offs = append(offs, len(text))
+	if len(text) == 0 {
+		offs = nil
+	}
+	fails := func(c int) bool { return l.fails(l.data[:start+offs[c-1]]) }
+	if len(offs)*(start+len(text)) > budget {
+		lo, hi := 1, len(offs)+1 // hi: past the line's end
+		for lo < hi {
+			mid := (lo + hi) / 2
+			if fails(mid) {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+		return hi
+	}
+	for c := 1; c <= len(offs); c++ {
+		if fails(c) {
+			return c
+		}
+	}
+	return len(offs) + 1 // at the end of the line
 }
 
 // opener is an unclosed quote or flow bracket, at line and col (1-based).

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLocate: each broken document's problem is found at the line and column a
@@ -87,4 +88,17 @@ func TestLocateLargeDocument(t *testing.T) {
 	if got == nil || got.Line != 20002 || got.Column != 2 {
 		t.Fatalf("Locate = %+v, want line 20002, column 2", got)
 	}
+}
+
+// TestLocateLongLine: on one long line the column is found by halving too, within
+// the parse budget.
+func TestLocateLongLine(t *testing.T) {
+	doc := []byte("a: 1\nk: " + strings.Repeat("y", 300000) + " z: w\n")
+	_, err := Parse(doc)
+	start := time.Now()
+	got := Locate(doc, err)
+	if got == nil || got.Line != 2 || got.Column != 3+300000+3 {
+		t.Fatalf("Locate = %+v, want line 2, column %d", got, 3+300000+3)
+	}
+	t.Logf("located in %s", time.Since(start))
 }
