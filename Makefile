@@ -10,14 +10,14 @@ export PATH := $(CACHE)/bin:$(PATH)
 
 all: build
 
-# version and commit stamped into `argocd-image-resolver version`
+# version and commit stamped into `argocd-image-resolver version` and `argocd-image-resolver-generate --version`
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/argocd-image-resolver ./cmd/argocd-image-resolver
-	$(GO) build -o $(BIN)/argocd-image-resolver-generate ./cmd/argocd-image-resolver-generate
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/argocd-image-resolver-generate ./cmd/argocd-image-resolver-generate
 
 ## image: the sidecar's OCI image without a Docker engine (deploy/image): static binaries
 ## for each of IMAGE_ARCHS (bin/linux_ARCH/), CA certificates, user 999, no shell; one OCI

@@ -121,7 +121,7 @@ func TestConfigErrors(t *testing.T) {
 		{"refresh interval", "", []string{"--refresh-interval", "0s"}, nil, []string{"--refresh-interval", "at least 1s"}},
 		{"control-plane namespace", "", nil, map[string]string{"IMAGE_RESOLVER_CONTROL_PLANE_NAMESPACE": "Argo_CD"}, []string{"IMAGE_RESOLVER_CONTROL_PLANE_NAMESPACE", "Argo_CD", "namespace name"}},
 		{"max tracked apps", "maxTrackedApps: 0\n", nil, nil, []string{"maxTrackedApps", "at least 1"}},
-		{"git unknown key", "git: {autor: x}\n", nil, nil, []string{"git", "autor", "accepted keys"}},
+		{"git unknown key", "git: {autor: x}\n", nil, nil, []string{`unknown key "git.autor"; did you mean "author"?`, "(line 1, column 7)", "signingKeyFile"}},
 		{"git author", "git: {author: nobody}\n", nil, nil, []string{"git.author", "nobody", "Name <email>"}},
 		{"git credential prefix", "git: {credentials: [{prefix: git.example.com, passwordEnv: T}]}\n", nil, nil, []string{"git.credentials[0].prefix", "https://"}},
 		{"git credential secret", "git: {credentials: [{prefix: 'https://g/', passwordEnv: T, passwordFile: /f}]}\n", nil, nil, []string{"git.credentials[0]", "exactly one of passwordFile and passwordEnv"}},
@@ -131,7 +131,7 @@ func TestConfigErrors(t *testing.T) {
 		{"git forge token", "git: {forges: [{prefix: 'https://g/', kind: gitlab, api: 'https://g'}]}\n", nil, nil, []string{"git.forges[0].tokenFile", "API token"}},
 		{"git forge app on gitea", "git: {forges: [{prefix: 'https://g/', kind: gitea, api: 'https://g', appID: 1, installationID: 2, privateKeyFile: /k}]}\n", nil, nil, []string{"git.forges[0].appID", "kind github"}},
 		{"git forge app half", "git: {forges: [{prefix: 'https://g/', kind: github, api: 'https://g', appID: 1}]}\n", nil, nil, []string{"git.forges[0].appID", "all three"}},
-		{"git forge unknown key", "git: {forges: [{prefix: 'https://g/', kind: github, api: 'https://g', token: x}]}\n", nil, nil, []string{"git", "token", "forges: [{prefix, kind, api, tokenFile"}},
+		{"git forge unknown key", "git: {forges: [{prefix: 'https://g/', kind: github, api: 'https://g', token: x}]}\n", nil, nil, []string{`unknown key "git.forges[0].token"; did you mean "tokenFile"?`, "(accepted: prefix, kind, api, tokenFile"}},
 		{"git batch window", "git: {batchWindow: soon}\n", nil, nil, []string{"soon", "Go duration"}},
 		{"two registries sources", "registries: [{prefix: ghcr.io}]\n", nil, map[string]string{RegistriesConfigEnv: "/x.yaml"}, []string{RegistriesConfigEnv, "one place"}},
 	}

@@ -172,7 +172,7 @@ func parseGit(source string, raw json.RawMessage) (GitConfig, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&g); err != nil {
-		return GitConfig{}, fmt.Errorf("config %s: git: %w (accepted keys: author, message, batchWindow, credentials: [{prefix, username, passwordFile | passwordEnv} for https, {prefix, sshKeyFile, sshKeyPassphraseFile, knownHostsFile} for ssh], signingKeyFile, signingKeyPassphraseFile, forges: [{prefix, kind, api, tokenFile, appID, installationID, privateKeyFile, labels, reviewers, assignees, autoMerge}], maxRepositoryBytes)", source, err)
+		return GitConfig{}, &FileError{Source: "config " + source, Key: "git", Err: err, Msg: fmt.Sprintf("%v (accepted keys: author, message, batchWindow, credentials: [{prefix, username, passwordFile | passwordEnv} for https, {prefix, sshKeyFile, sshKeyPassphraseFile, knownHostsFile} for ssh], signingKeyFile, signingKeyPassphraseFile, forges: [{prefix, kind, api, tokenFile, appID, installationID, privateKeyFile, labels, reviewers, assignees, autoMerge}], maxRepositoryBytes)", err)}
 	}
 	if err := g.Validate(); err != nil {
 		return GitConfig{}, fmt.Errorf("config %s: %w", source, err)

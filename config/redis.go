@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/suggest"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
 
@@ -182,7 +183,7 @@ func (c *Config) parseSection(source, section string, settings []Setting, raw js
 	for _, k := range names {
 		field := source + ": " + section + k
 		if !slices.Contains(keys, k) {
-			return fmt.Errorf("config %s: unknown key %s%s (accepted: %s)", source, section, k, strings.Join(keys, ", "))
+			return &FileError{Source: "config " + source, Key: section + k, Msg: "unknown key" + suggest.DidYouMean(k, keys) + " (accepted: " + strings.Join(keys, ", ") + ")"}
 		}
 		v := sec[k]
 		if f := special[k]; f != nil {

@@ -70,7 +70,7 @@ func TestRedisSettingErrors(t *testing.T) {
 		want []string
 	}{
 		{"unknown key", "redis: {adress: x:1}\n", nil, nil, []string{"redis.adress", "address", "keyPrefix"}},
-		{"flat key in file", "redis.address: x:1\n", nil, nil, []string{`unknown key "redis.address"`}},
+		{"flat key in file", "redis.address: x:1\n", nil, nil, []string{`unknown key "redis.address"; write it in its section: redis: {address: ...}`}},
 		{"not a mapping", "redis: argocd-redis:6379\n", nil, nil, []string{"redis", "a mapping with keys address"}},
 		{"no port", "redis: {address: argocd-redis}\n", nil, nil, []string{"redis.address", `"argocd-redis"`, "HOST:PORT"}},
 		{"env address", "", nil, map[string]string{"IMAGE_RESOLVER_REDIS_ADDR": "redis://argocd-redis:6379"}, []string{"IMAGE_RESOLVER_REDIS_ADDR", "redis://argocd-redis:6379", "HOST:PORT"}},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -41,33 +42,24 @@ func (c *Config) LoadFile(path string) error {
 	return c.ParseFile(path, raw)
 }
 
-// ParseFile applies YAML configuration; source names it in errors.
+// ParseFile applies YAML configuration; source names it in errors. A YAML syntax
+// error, an unknown or repeated key and a value of the wrong shape are a
+// *FileError at the line and column of the problem; a bad value an
+// *resolve.InputError naming the key.
 func (c *Config) ParseFile(source string, raw []byte) error {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return nil
+	content, err := checkYAML("config "+source, raw, configShape())
+	if err != nil || !content {
+		return err
 	}
 	js, err := yaml.YAMLToJSONStrict(raw)
 	if err != nil {
-		if bytes.Contains(raw, []byte("*")) && strings.Contains(err.Error(), "did not find expected") {
-			return fmt.Errorf(`config %s: %w (a "*" must be quoted in YAML: registry: "*")`, source, err)
-		}
-		return fmt.Errorf("config %s: %w", source, err)
+		return &FileError{Source: "config " + source, Err: err}
 	}
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(js, &doc); err != nil {
-		return fmt.Errorf("config %s: want a mapping of settings at the top level (keys: %s)", source, strings.Join(fileKeys(), ", "))
+		return &FileError{Source: "config " + source, Msg: "want a mapping of settings at the top level (accepted: " + strings.Join(fileKeys(), ", ") + ")"}
 	}
-	keys := make([]string, 0, len(doc))
-	for k := range doc {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if !slices.Contains(fileKeys(), k) {
-			return fmt.Errorf("config %s: unknown key %q (accepted: %s)", source, k, strings.Join(fileKeys(), ", "))
-		}
-	}
+	keys := slices.Sorted(maps.Keys(doc))
 	for _, k := range keys {
 		v := doc[k]
 		field := source + ": " + k
@@ -75,7 +67,7 @@ func (c *Config) ParseFile(source string, raw []byte) error {
 		case "registries":
 			regs, err := resolve.ParseRegistries(source, append(append([]byte(`{"registries":`), v...), '}'))
 			if err != nil {
-				return err
+				return registriesError("config "+source, source, err)
 			}
 			c.Registries = regs
 		case "rateLimits":
@@ -113,6 +105,36 @@ func (c *Config) ParseFile(source string, raw []byte) error {
 		}
 	}
 	return nil
+}
+
+// loadRegistries reads and checks a registries file (--registries-config): its
+// YAML as ParseFile checks the configuration's, then its values
+// (resolve.ParseRegistries).
+func loadRegistries(path string) ([]resolve.RegistryConfig, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("registries config: %w", err)
+	}
+	source := "registries config " + path
+	if _, err := checkYAML(source, raw, registriesShape()); err != nil {
+		return nil, err
+	}
+	regs, err := resolve.ParseRegistries(path, raw)
+	if err != nil {
+		return nil, registriesError(source, path, err)
+	}
+	return regs, nil
+}
+
+// registriesError keeps resolve.ParseRegistries' input errors and makes the rest
+// (a value its decoding refused) a *FileError: every one is about the file.
+func registriesError(source, path string, err error) error {
+	var ie *resolve.InputError
+	if errors.As(err, &ie) {
+		return err
+	}
+	msg := strings.TrimPrefix(err.Error(), "registries config "+path+": ")
+	return &FileError{Source: source, Key: "registries", Msg: msg, Err: err}
 }
 
 // scalar returns a JSON string or number as text.
@@ -337,7 +359,7 @@ func (f *Flags) Load(lookup func(string) (string, bool)) (Config, error) {
 			return Config{}, &resolve.InputError{Field: regField, Value: regFile,
 				Accepted: fmt.Sprintf("registries in one place: %s already has registries:", file)}
 		}
-		regs, err := resolve.LoadRegistries(regFile)
+		regs, err := loadRegistries(regFile)
 		if err != nil {
 			return Config{}, err
 		}

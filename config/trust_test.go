@@ -159,7 +159,7 @@ func TestTrustErrors(t *testing.T) {
 		{"key file too big", "", []string{"--trust-key", "k=" + big}, nil, []string{"key k", big, "larger than 64KiB"}},
 		{"key without file", "", nil, map[string]string{"IMAGE_RESOLVER_TRUST_KEYS": "release"}, []string{"IMAGE_RESOLVER_TRUST_KEYS", `"release"`, "NAME=FILE"}},
 		{"keys not a mapping", "trust: {keys: [a, b]}\n", nil, nil, []string{"trust.keys", "a mapping of key names to PEM files"}},
-		{"unknown trust key", "trust: {requireTLog: false}\n", nil, nil, []string{"unknown key trust.requireTLog", "requireTlog"}},
+		{"unknown trust key", "trust: {requireTLog: false}\n", nil, nil, []string{`unknown key "trust.requireTLog"; did you mean "requireTlog"?`}},
 		{"trusted root missing", "trust: {trustedRoot: /nonexistent/trusted_root.json}\n", nil, nil, []string{"trust.trustedRoot", "/nonexistent/trusted_root.json", "no such file", "trusted_root.json"}},
 		{"trusted root not JSON", "", []string{"--trust-trusted-root", notJSON}, nil, []string{"--trust-trusted-root", notJSON, "not JSON"}},
 		{"trusted root other JSON", "", nil, map[string]string{"IMAGE_RESOLVER_TRUST_TRUSTED_ROOT": otherJSON}, []string{"IMAGE_RESOLVER_TRUST_TRUSTED_ROOT", `mediaType "application/vnd.dev.sigstore.bundle.v0.3+json"`, "application/vnd.dev.sigstore.trustedroot+json"}},

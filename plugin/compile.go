@@ -105,20 +105,35 @@ func fieldLabel(alias string, merged [numFields]value, f field, fi *fileImage) s
 }
 
 // dropIgnoredListTag accepts an image-list entry's tag under a strategy that has no
-// use for one (newest-build, alphabetical, numeric), as argocd-image-updater does
-// (app=org/app:latest with newest-build): the tag is ignored, with a warning, as old
-// strategy names are. A constraint written in the policy file stays an error there:
-// the file is this project's vocabulary.
+// use for one, with a warning (IgnoredListTag). A constraint written in the policy
+// file stays an error there: the file is this project's vocabulary.
 func (m *merger) dropIgnoredListTag(alias string, merged *[numFields]value) {
 	c := merged[fConstraint]
-	if !c.set || strings.TrimSpace(c.str) == "" || c.src != paramSource(ParamImageList) {
+	if c.src != paramSource(ParamImageList) {
 		return
 	}
-	st, _, err := resolve.ParseStrategy(merged[fStrategy].str)
+	where := fmt.Sprintf("%s (%s constraint)", c.src, alias)
+	if w, ignored := IgnoredListTag(where, c.str, merged[fStrategy].str, merged[fStrategy].label()); ignored {
+		m.warn(w)
+		merged[fConstraint] = value{}
+	}
+}
+
+// IgnoredListTag decides for the tag of an image written repository:tag (an
+// image-list entry alias=org/app:latest, resolve's IMAGE) under strategy: the
+// strategies that have no use for one (newest-build, alphabetical, numeric) ignore
+// it, as argocd-image-updater does, and the warning says so, naming where the tag
+// (where) and the strategy (strategyFrom) were given. ignored is false when the tag
+// stands: another strategy, an unknown one (compiling the policy says what is
+// wrong), or no tag.
+func IgnoredListTag(where, tag, strategy, strategyFrom string) (warning string, ignored bool) {
+	if strings.TrimSpace(tag) == "" {
+		return "", false
+	}
+	st, _, err := resolve.ParseStrategy(strategy)
 	if err != nil || (st != resolve.NewestBuild && st != resolve.Alphabetical && st != resolve.Numeric) {
-		return
+		return "", false
 	}
-	m.warn(fmt.Sprintf("%s (%s constraint): %q is ignored with update-strategy %s (from %s), as argocd-image-updater ignores it; remove \":%s\" from the entry, and filter tags with allow-tags/ignore-tags",
-		c.src, alias, c.str, st, merged[fStrategy].label(), c.str))
-	merged[fConstraint] = value{}
+	return fmt.Sprintf("%s: %q is ignored with update-strategy %s (from %s), as argocd-image-updater ignores it; remove \":%s\" from the entry, and filter tags with allow-tags/ignore-tags",
+		where, tag, st, strategyFrom, tag), true
 }

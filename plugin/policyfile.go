@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/internal/oneline"
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/yamlerr"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
@@ -159,14 +160,14 @@ func parsePolicyFile(data []byte) (*policyFile, error) {
 		if errors.Is(err, io.EOF) {
 			return pf, nil
 		}
-		return nil, fmt.Errorf("file %s: %s", PolicyFileName, oneline.Fold(err.Error()))
+		return nil, syntaxError(data, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return nil, fmt.Errorf("file %s: %s", PolicyFileName, oneline.Fold(err.Error()))
+			return nil, syntaxError(data, err)
 		}
-		return nil, fmt.Errorf("file %s (line %d): more than one YAML document (accepted: one document with key images)", PolicyFileName, extra.Line)
+		return nil, joinLines([]error{fmt.Errorf("file %s (line %d): more than one YAML document (accepted: one document with key images)", PolicyFileName, extra.Line)})
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode {
@@ -219,6 +220,16 @@ func parsePolicyFile(data []byte) (*policyFile, error) {
 		return nil, joinLines(errs)
 	}
 	return pf, nil
+}
+
+// syntaxError is the policy file's YAML syntax error, at the line and column of
+// the problem (yaml.v3 names the enclosing block's line): bad input, as every
+// other problem of the file.
+func syntaxError(data []byte, err error) error {
+	if loc := yamlerr.Locate(data, err); loc != nil {
+		return joinLines([]error{fmt.Errorf("file %s%s: YAML syntax: %s", PolicyFileName, loc.Where(), oneline.Fold(loc.Problem))})
+	}
+	return joinLines([]error{fmt.Errorf("file %s: %s", PolicyFileName, oneline.Fold(err.Error()))})
 }
 
 type fileParser struct{ errs *[]error }

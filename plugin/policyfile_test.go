@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -131,7 +132,9 @@ func TestPolicyFileErrors(t *testing.T) {
 		file string
 		want []string
 	}{
-		{"syntax", "images:\n  web: [\n", []string{"file .argocd-image-resolver.yaml: yaml: line"}},
+		{"syntax", "images:\n  web: [\n", []string{"file .argocd-image-resolver.yaml (line 2, column 8): YAML syntax: did not find expected node content"}},
+		{"syntax: indent", "images:\n  web:\n    image: nginx\n   strategy: semver\n", []string{"file .argocd-image-resolver.yaml (line 4, column 4): YAML syntax: did not find expected key"}}, // yaml.v3: line 1
+		{"syntax: in the second document", "images: {}\n---\nimages: {\n", []string{"file .argocd-image-resolver.yaml (line 3, column 9): YAML syntax: did not find expected node content"}},
 		{"two documents", "images: {}\n---\nimages: {}\n", []string{"file .argocd-image-resolver.yaml (line 2): more than one YAML document"}},
 		{"top level list", "- a\n", []string{"file .argocd-image-resolver.yaml (line 1): is a list (accepted: a mapping with keys images, pinMode, pinTarget, pinBranch, pinPush, pinPRGroup)"}},
 		{"bad pinMode", "pinMode: always\n", []string{`file .argocd-image-resolver.yaml key pinMode (line 1): invalid value "always" (accepted: off`}},
@@ -163,6 +166,10 @@ func TestPolicyFileErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := LoadPolicy(appDir(t, tc.file), nil)
 			assertErr(t, err, tc.want...)
+			var pe *PolicyError
+			if !errors.As(err, &pe) {
+				t.Errorf("error is a %T, not a *PolicyError (bad input: exit status 2)", err)
+			}
 			for _, line := range strings.Split(err.Error(), "\n") {
 				if !strings.HasPrefix(line, "file .argocd-image-resolver.yaml") {
 					t.Errorf("line %q does not name the file", line)

@@ -1,48 +1,7 @@
 package plugin
 
-import (
-	"fmt"
-	"strings"
-)
+import isuggest "github.com/argocd-image-resolver/argocd-image-resolver/internal/suggest"
 
 // suggest returns `; did you mean "x"?` for the closest candidate, or "" when none is
-// close enough or the closest is s itself.
-func suggest(s string, candidates []string) string {
-	best, bestD := "", -1
-	for _, c := range candidates {
-		d := levenshtein(strings.ToLower(s), strings.ToLower(c))
-		if bestD < 0 || d < bestD {
-			best, bestD = c, d
-		}
-	}
-	if bestD < 0 || bestD == 0 && s == best {
-		return ""
-	}
-	if bestD <= 2 || bestD*4 <= len(s) {
-		return fmt.Sprintf("; did you mean %q?", best)
-	}
-	return ""
-}
-
-func levenshtein(a, b string) int {
-	if len(a) > 256 || len(b) > 256 {
-		return max(len(a), len(b))
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
+// close enough or the closest is s itself (internal/suggest, shared with config).
+func suggest(s string, candidates []string) string { return isuggest.DidYouMean(s, candidates) }

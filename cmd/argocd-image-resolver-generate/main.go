@@ -28,9 +28,41 @@ import (
 	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/buildinfo"
 )
 
+// Stamped at build time as for argocd-image-resolver (make build, make image, the
+// Dockerfile): -ldflags "-X main.version=v0.3.0 -X main.commit=0123abc".
+var (
+	version = ""
+	commit  = ""
+)
+
+var usage = `Usage: argocd-image-resolver-generate
+
+The generate command of plugin.yaml: Argo CD's CMP server runs it, with no
+arguments, in the application's directory. It hands the render to the daemon of
+the same sidecar and prints its answer: manifests on stdout, diagnostics on
+stderr. If the daemon cannot render, it says so in one stderr line and runs
+argocd-image-resolver generate (next to this binary, else on PATH) in its place.
+
+To render an app by hand, run argocd-image-resolver preview DIR instead.
+
+Environment:
+  ` + api.SocketEnv + `  the daemon's socket (default ` + api.DefaultSocket + `)
+  ` + api.TimeoutEnv + `  deadline of the whole delegated render (default ` + api.DefaultTimeout.String() + `)
+  ARGOCD_APP_*, ARGOCD_ENV_*  what Argo CD gives a plugin, passed to the render
+
+Arguments: none; --help prints this, --version the version.
+
+Exit status: 0 rendered (or --help, --version answered), 1 not rendered (the
+reason on stderr), 2 an argument it does not take.
+`
+
 func main() {
+	if len(os.Args) > 1 {
+		os.Exit(answerArgs(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	timeout, terr := api.TimeoutFromEnv()
@@ -79,6 +111,28 @@ func main() {
 		fmt.Fprintf(os.Stderr, "argocd-image-resolver-generate: run %s: %v\n", full, err)
 		os.Exit(1)
 	}
+}
+
+// answerArgs answers a command line with arguments, which Argo CD never gives:
+// --help and --version, else an error (exit status 2). Without arguments the
+// render runs, as before.
+func answerArgs(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 {
+		switch args[0] {
+		case "--help", "-help", "-h", "help":
+			io.WriteString(stdout, usage) //nolint:errcheck // nothing to tell
+			return 0
+		case "--version", "-version", "-v", "version":
+			fmt.Fprintln(stdout, buildinfo.Read("argocd-image-resolver-generate", version, commit))
+			return 0
+		}
+	}
+	what := fmt.Sprintf("argument %q", args[0])
+	if len(args) > 1 {
+		what = fmt.Sprintf("arguments %q", args)
+	}
+	fmt.Fprintf(stderr, "argocd-image-resolver-generate: unexpected %s (accepted: none, as Argo CD runs it in the app's directory; or one of --help, --version)\n", what)
+	return 2
 }
 
 // delegate asks the daemon to render dir. The manifests it streams go to a spool

@@ -17,13 +17,19 @@ import (
 
 var thinBinary string
 
+// thinVersion and thinCommit are stamped into thinBinary as make build stamps it.
+const (
+	thinVersion = "v0.0.0-thin"
+	thinCommit  = "fedcba9876543210"
+)
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "air-thin")
 	if err != nil {
 		panic(err)
 	}
 	thinBinary = filepath.Join(dir, "argocd-image-resolver-generate")
-	if log, err := exec.Command("go", "build", "-o", thinBinary, ".").CombinedOutput(); err != nil {
+	if log, err := exec.Command("go", "build", "-ldflags", "-X main.version="+thinVersion+" -X main.commit="+thinCommit, "-o", thinBinary, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, log)
 		os.Exit(1)
 	}

@@ -23,6 +23,11 @@ func TestVersion(t *testing.T) {
 	if flag := runIn(t, ".", nil, binary, "--version"); flag.stdout != want {
 		t.Errorf("--version: %q, want %q", flag.stdout, want)
 	}
+	// plugin.yaml's generate command, stamped by the same ldflags, says the same.
+	thinWant := strings.Replace(want, "argocd-image-resolver ", "argocd-image-resolver-generate ", 1)
+	if thin := runIn(t, ".", nil, thinBinary, "--version"); thin.code != 0 || thin.stdout != thinWant {
+		t.Errorf("argocd-image-resolver-generate --version: exit %d, %q, want %q", thin.code, thin.stdout, thinWant)
+	}
 	for _, format := range []string{"json", "yaml"} {
 		r := runIn(t, ".", nil, binary, "version", "-o", format)
 		var v versionInfo

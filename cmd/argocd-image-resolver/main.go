@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
@@ -47,6 +48,7 @@ func exitCode(err error) int {
 	var re *resolve.RegistryError
 	var pe *plugin.PolicyError
 	var ue *usageError
+	var fe *config.FileError
 	switch {
 	case err == nil:
 		return exitOK
@@ -54,7 +56,7 @@ func exitCode(err error) int {
 		return ee.code
 	case errors.Is(err, resolve.ErrNoTag):
 		return exitNoTag
-	case errors.As(err, &ie), errors.As(err, &pe), errors.As(err, &ue):
+	case errors.As(err, &ie), errors.As(err, &pe), errors.As(err, &ue), errors.As(err, &fe):
 		return exitInput
 	case errors.As(err, &re):
 		return exitRegistry

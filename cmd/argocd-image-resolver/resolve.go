@@ -45,7 +45,9 @@ func resolveCommandFor(rc *resolveCommand) *cobra.Command {
 		Short: "Resolve one image repository to the tag its policy selects",
 		Long: `Resolve IMAGE, written repo[:constraint] as in an image-list entry, to the
 tag a policy selects, and say why: as text (-o text, with every candidate under
---explain), JSON or YAML (-o json|yaml, the result's fields).
+--explain), JSON or YAML (-o json|yaml, the result's fields). Under newest-build,
+alphabetical and numeric a tag in IMAGE is ignored with a warning, as in an
+image-list entry; --constraint is refused there.
 
 Registries, credentials, trust and rate limits come from the operator's
 configuration, as for every render.
@@ -97,6 +99,12 @@ func (rc *resolveCommand) run(cmd *cobra.Command, image string) error {
 	if err != nil {
 		return resolve.WithField(err, "IMAGE")
 	}
+	// IMAGE:TAG under a strategy with no use for a tag: ignored with a warning, as
+	// the plugin ignores an image-list entry's.
+	warning, ignored := plugin.IgnoredListTag("IMAGE "+image, constraint, rc.spec.Strategy, "--strategy")
+	if ignored {
+		constraint = ""
+	}
 	if constraint != "" && rc.spec.Constraint != "" && constraint != rc.spec.Constraint {
 		return &resolve.InputError{Field: "--constraint", Value: rc.spec.Constraint,
 			Accepted: fmt.Sprintf("either IMAGE's constraint %q or --constraint, not two different ones", constraint)}
@@ -116,6 +124,9 @@ func (rc *resolveCommand) run(cmd *cobra.Command, image string) error {
 	}
 	if noTag != nil {
 		res = noTag.Result
+	}
+	if ignored && res != nil {
+		res.Warnings = append([]string{warning}, res.Warnings...)
 	}
 	if werr := rc.write(cmd.OutOrStdout(), format, res); werr != nil {
 		return werr

@@ -69,8 +69,10 @@ func TestResolveCommandJSONAndExitCodes(t *testing.T) {
 		{"no tag qualifies still says why", []string{web, "--platforms", "linux/s390x"}, 1, "no tag qualifies"},
 		{"bad strategy", []string{web, "--strategy", "fastest"}, 2, `--strategy: invalid value "fastest"`},
 		{"bad platform", []string{web, "--platforms", "linux"}, 2, `--platforms: invalid value "linux"`},
+		{"mistyped architecture (docs/troubleshooting.md)", []string{web, "--platforms", "linux/amd65"}, 2, `--platforms: invalid value "linux/amd65" (accepted: an architecture Go and OCI images name (386, amd64,`},
 		{"bad image", []string{"UPPER/case"}, 2, "IMAGE"},
 		{"two constraints", []string{web + ":~1.0", "--constraint", "^2"}, 2, "--constraint"},
+		{"a tag and a constraint under newest-build", []string{web + ":latest", "--strategy", "newest-build", "--constraint", "~1"}, 2, `--constraint: invalid value "~1"`},
 		{"identity without issuer", []string{web, "--verify-identity", "https://github.com/org/web/.github/workflows/release.yml@refs/heads/main"}, 2, `--verify-issuer: invalid value "": verify-identity`},
 		{"key material", []string{web, "--verify-key", "-----BEGIN PUBLIC KEY-----\nMFkw\n-----END PUBLIC KEY-----"}, 2, `--verify-key: invalid value "(not shown)"`},
 	}
@@ -197,5 +199,45 @@ func TestResolveCommandDefaultPlatforms(t *testing.T) {
 	named := resolveCmd(t, env[:1], web, "--platforms", "linux/amd64", "-o", "json")
 	if def.code != 0 || def.stdout != named.stdout || !strings.Contains(def.stdout, `"tag": "1.1.0"`) {
 		t.Errorf("default platforms: exit %d, %s; want the answer of --platforms linux/amd64: %s", def.code, def.stdout+def.stderr, named.stdout)
+	}
+}
+
+// TestResolveIgnoresTagUnderTaglessStrategies: resolve IMAGE:TAG under newest-build,
+// alphabetical or numeric answers as for IMAGE alone, with the warning the plugin
+// gives for the same image-list entry, where it exited 2 before.
+func TestResolveIgnoresTagUnderTaglessStrategies(t *testing.T) {
+	_, cfg := demoRegistry(t)
+	env := []string{"IMAGE_RESOLVER_REGISTRIES_CONFIG=" + cfg}
+	const web = "registry.demo.local/demo/web"
+	for _, st := range []string{"newest-build", "alphabetical", "numeric"} {
+		t.Run(st, func(t *testing.T) {
+			bare := resolveCmd(t, env, web, "--strategy", st, "-o", "json")
+			tagged := resolveCmd(t, env, web+":latest", "--strategy", st, "-o", "json")
+			if tagged.code == exitInput || tagged.code != bare.code {
+				t.Fatalf("%s:latest: exit %d (%s), want %d as for %s alone", web, tagged.code, tagged.stderr, bare.code, web)
+			}
+			var b, g struct {
+				Tag      string
+				Warnings []string
+			}
+			if err := json.Unmarshal([]byte(bare.stdout), &b); err != nil {
+				t.Fatalf("bare: %v: %q", err, bare.stdout)
+			}
+			if err := json.Unmarshal([]byte(tagged.stdout), &g); err != nil {
+				t.Fatalf("tagged: %v: %q", err, tagged.stdout)
+			}
+			want := `IMAGE ` + web + `:latest: "latest" is ignored with update-strategy ` + st + ` (from --strategy), as argocd-image-updater ignores it; remove ":latest" from the entry, and filter tags with allow-tags/ignore-tags`
+			if g.Tag != b.Tag || len(g.Warnings) == 0 || g.Warnings[0] != want {
+				t.Errorf("tagged: tag %q, warnings %q; want tag %q and first warning %q", g.Tag, g.Warnings, b.Tag, want)
+			}
+			text := resolveCmd(t, env, web+":latest", "--strategy", st)
+			if !strings.Contains(text.stdout, "warning  "+want) && !strings.Contains(text.stdout, want) {
+				t.Errorf("text output lacks the warning:\n%s", text.stdout)
+			}
+		})
+	}
+	// Under semver and digest the tag is the constraint, as before.
+	if r := resolveCmd(t, env, web+":latest", "--strategy", "digest", "-o", "json"); r.code != 0 || strings.Contains(r.stdout, "is ignored") {
+		t.Errorf("digest: exit %d, %s %s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -3,13 +3,14 @@ package main
 import (
 	"fmt"
 	"io"
-	"runtime"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/buildinfo"
 )
 
-// Stamped at build time (make build, the Dockerfile):
+// Stamped at build time (make build, make image, the Dockerfile), as for
+// argocd-image-resolver-generate:
 //
 //	-ldflags "-X main.version=v0.3.0 -X main.commit=0123abc"
 //
@@ -21,46 +22,9 @@ var (
 )
 
 // versionInfo is what `version` prints.
-type versionInfo struct {
-	Version   string `json:"version"`
-	Commit    string `json:"commit"`
-	GoVersion string `json:"goVersion"`
-	Platform  string `json:"platform"`
-}
+type versionInfo = buildinfo.Info
 
-func buildVersion() versionInfo {
-	v := versionInfo{Version: version, Commit: commit, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v.Version == "" && bi.Main.Version != "" {
-			v.Version = bi.Main.Version
-		}
-		modified := false
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				if v.Commit == "" {
-					v.Commit = s.Value
-				}
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-		if modified && commit == "" && v.Commit != "" {
-			v.Commit += "-dirty"
-		}
-	}
-	if v.Version == "" {
-		v.Version = "(devel)"
-	}
-	if v.Commit == "" {
-		v.Commit = "unknown"
-	}
-	return v
-}
-
-func (v versionInfo) String() string {
-	return fmt.Sprintf("argocd-image-resolver %s (commit %s, %s, %s)", v.Version, v.Commit, v.GoVersion, v.Platform)
-}
+func buildVersion() versionInfo { return buildinfo.Read("argocd-image-resolver", version, commit) }
 
 func newVersionCommand() *cobra.Command {
 	var output string
