@@ -397,6 +397,7 @@ func checkBuild(t *testing.T, resMap resmap.ResMap, install []byte, namespace st
 	}
 
 	checkSidecarPod(t, &pod, configMapsOf(t, resMap), "argocd-repo-server")
+	checkRestricted(t, "the component", repoServerOf(t, install), &deploy, sidecarName)
 	var svc corev1.Service
 	if !object(t, resMap, "Service", "argocd-image-resolver-metrics", &svc) {
 		t.Fatal("no Service argocd-image-resolver-metrics")

@@ -128,6 +128,8 @@ func TestHelmValues(t *testing.T) {
 		cmp[name+".yaml"] = string(doc)
 	}
 	checkSidecarPod(t, pod, map[string]map[string]string{"argocd-cmp-cm": cmp}, "repo-server")
+	plain := chartPod(t, install, chartValues{})
+	checkRestricted(t, "helm/values.yaml", &plain, &deploy, sidecarName)
 
 	// The token: only the sidecar's.
 	sidecar := sidecarOf(t, pod)

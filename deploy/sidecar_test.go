@@ -24,6 +24,8 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 )
 
 // What Argo CD's CMP server requires of a plugin sidecar (DESIGN.md section 10; Argo
@@ -142,6 +144,62 @@ func checkSidecarPod(t *testing.T, pod *corev1.PodSpec, configMaps map[string]ma
 		t.Errorf("sidecar /tmp %+v: want an emptyDir of its own", tm)
 	} else if m := mountAt(repo, "/tmp"); m != nil && m.Name == tm.Name {
 		t.Errorf("sidecar and repo-server share /tmp (volume %s)", tm.Name)
+	} else {
+		checkScratch(t, pod, c, volumeOf(pod, tm.Name))
+	}
+}
+
+// watchListAllowance is the part of the sidecar's /tmp for the daemon's socket and
+// the refresh loop's watch list (two copies while it is replaced): maxTrackedApps
+// (10,000) sources of a few KiB each at most.
+const watchListAllowance = 64 << 20
+
+// scratchBound is what the sidecar c may write to its /tmp at most, from the settings
+// its environment gives (the defaults otherwise): each render's manifests that
+// argocd-image-resolver-generate spools (renderWorkers at once, each at most
+// pipeline.MaxOutput), one pin write's repository (at most twice
+// git.maxRepositoryBytes, briefly, while a pack is checked and indexed), the socket
+// and the watch list.
+func scratchBound(t *testing.T, c *corev1.Container) int64 {
+	t.Helper()
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			env[e.Name] = e.Value
+		}
+	}
+	cfg := config.DefaultConfig()
+	if err := cfg.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatalf("%s environment: %v", c.Name, err)
+	}
+	repo := cfg.Git.MaxRepositoryBytes
+	if repo <= 0 {
+		repo = pin.DefaultMaxRepositoryBytes
+	}
+	return int64(cfg.RenderWorkers)*pipeline.MaxOutput + 2*repo + watchListAllowance
+}
+
+// checkScratch checks the sidecar's /tmp volume: an emptyDir whose sizeLimit is
+// exactly scratchBound (larger leaves the node's disk unguarded, smaller gets the
+// whole pod evicted under load), and the CMP server's unpacked repositories, which
+// no setting of ours bounds, on another volume (ARGOCD_CMP_WORKDIR).
+func checkScratch(t *testing.T, pod *corev1.PodSpec, c *corev1.Container, tmp *corev1.Volume) {
+	t.Helper()
+	want := scratchBound(t, c)
+	if got := tmp.EmptyDir.SizeLimit; got == nil || got.Value() != want {
+		t.Errorf("sidecar /tmp (volume %s) sizeLimit %v, want %s = renderWorkers × %s of manifests spooled + 2 × git.maxRepositoryBytes + %s for the socket and watch list",
+			tmp.Name, got, config.FormatSize(want), config.FormatSize(pipeline.MaxOutput), config.FormatSize(watchListAllowance))
+	}
+	e := envOf(c, "ARGOCD_CMP_WORKDIR")
+	if e == nil || e.Value == "" || strings.HasPrefix(e.Value+"/", "/tmp/") {
+		t.Errorf("ARGOCD_CMP_WORKDIR %+v: argocd-cmp-server would unpack repositories into the size-limited /tmp", e)
+		return
+	}
+	m := mountAt(c, e.Value)
+	if m == nil || m.Name == tmp.Name || volumeOf(pod, m.Name) == nil || volumeOf(pod, m.Name).EmptyDir == nil {
+		t.Errorf("ARGOCD_CMP_WORKDIR %s is mounted from %+v, want an emptyDir of its own", e.Value, m)
+	} else if lim := volumeOf(pod, m.Name).EmptyDir.SizeLimit; lim != nil {
+		t.Errorf("volume %s of the CMP server's repositories has sizeLimit %s: repositories are as large as Argo CD's, and past it the pod is evicted", m.Name, lim)
 	}
 }
 
