@@ -133,6 +133,7 @@ func TestLegacyArgoCDCM(t *testing.T) {
 			}
 			checkDaemonContainer(t, pod, daemonC)
 			checkRestricted(t, "the legacy variant", repoServerOf(t, install), &deploy, "install-image-resolver", sidecarName)
+			checkDefaultContainer(t, "the legacy variant", &deploy.Spec.Template, "argocd-repo-server")
 			for _, name := range []string{socketEnv, "IMAGE_RESOLVER_DEFAULT_PLATFORMS", "IMAGE_RESOLVER_CONTROL_PLANE_NAMESPACE"} {
 				if r, d := envOf(repo, name), envOf(daemonC, name); r == nil || d == nil || r.Value != d.Value || !equalSource(r.ValueFrom, d.ValueFrom) {
 					t.Errorf("env %s: repo-server %+v, daemon %+v: want the same (a render without the daemon must answer as it does)", name, r, d)

@@ -149,6 +149,27 @@ func checkSidecarPod(t *testing.T, pod *corev1.PodSpec, configMaps map[string]ma
 	}
 }
 
+// defaultContainer is the annotation kubectl reads for the container logs and exec
+// use when none is named (-c).
+const defaultContainer = "kubectl.kubernetes.io/default-container"
+
+// checkDefaultContainer checks that the pod template makes Argo CD's own container
+// (repoServer) the one kubectl logs and exec land in, not ours (which has no shell),
+// and that the pod lists repo-server first, then ours.
+func checkDefaultContainer(t *testing.T, what string, tmpl *corev1.PodTemplateSpec, repoServer string) {
+	t.Helper()
+	if got := tmpl.Annotations[defaultContainer]; got != repoServer {
+		t.Errorf("%s: pod annotation %s = %q, want %q", what, defaultContainer, got, repoServer)
+	}
+	var names []string
+	for _, c := range tmpl.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	if want := []string{repoServer, sidecarName}; !slices.Equal(names, want) {
+		t.Errorf("%s: containers %q, want %q in this order", what, names, want)
+	}
+}
+
 // watchListAllowance is the part of the sidecar's /tmp for the daemon's socket and
 // the refresh loop's watch list (two copies while it is replaced): maxTrackedApps
 // (10,000) sources of a few KiB each at most.
