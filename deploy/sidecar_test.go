@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -551,4 +552,63 @@ func TestREADMEExamples(t *testing.T) {
 		t.Errorf("after README.md's patch IMAGE_RESOLVER_DEFAULT_PLATFORMS = %+v, want linux/arm64", e)
 	}
 	checkSidecarPod(t, pod, configMapsOf(t, resMap), "argocd-repo-server")
+}
+
+// The label kube-prometheus-stack's Prometheus selects ServiceMonitors and rules by
+// when its values set no selectors (serviceMonitorSelectorNilUsesHelmValues,
+// ruleSelectorNilUsesHelmValues: release: <its release name>), for a release named
+// kube-prometheus-stack.
+const releaseLabel, releaseName = "release", "kube-prometheus-stack"
+
+// TestMonitoringReleaseLabel: the ServiceMonitor and the PrometheusRule carry the
+// label kube-prometheus-stack selects them by, and README.md's example patch for a
+// release of another name (built as a user's kustomization) changes it on both and
+// on nothing else.
+func TestMonitoringReleaseLabel(t *testing.T) {
+	files := deployFiles(t)
+	monitored := []string{"ServiceMonitor", "PrometheusRule"}
+	labelsOf := func(resMap resmap.ResMap) map[string]map[string]string {
+		out := map[string]map[string]string{}
+		for _, r := range resMap.Resources() {
+			out[r.GetKind()+" "+r.GetName()] = r.GetLabels()
+		}
+		return out
+	}
+	shipped := labelsOf(buildWith(t, files, nil, "resources:\n  - ../deploy/monitoring\n"))
+	for _, kind := range monitored {
+		if got := shipped[kind+" argocd-image-resolver"][releaseLabel]; got != releaseName {
+			t.Errorf("%s argocd-image-resolver label %s = %q, want %q (kube-prometheus-stack's default selector)", kind, releaseLabel, got, releaseName)
+		}
+	}
+
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marker = "```yaml\n# kustomization.yaml: deploy/monitoring for a kube-prometheus-stack release named prometheus\n"
+	text := string(b)
+	start := strings.Index(text, marker)
+	if start < 0 {
+		t.Fatal("README.md has no example of the release label's patch")
+	}
+	block := text[start+len("```yaml\n"):]
+	block = block[:strings.Index(block, "```")]
+	const remote = "https://github.com/argocd-image-resolver/argocd-image-resolver//deploy/monitoring?ref=v0.1.0"
+	if !strings.Contains(block, remote) {
+		t.Fatalf("README.md's example does not take deploy/monitoring from %s:\n%s", remote, block)
+	}
+	patched := labelsOf(buildWith(t, files, nil, strings.Replace(block, remote, "../deploy/monitoring", 1)))
+	if len(patched) != len(shipped) {
+		t.Fatalf("with README.md's patch: objects %v, want %v", slices.Sorted(mapKeys(patched)), slices.Sorted(mapKeys(shipped)))
+	}
+	for id, want := range shipped {
+		want = maps.Clone(want)
+		kind, _, _ := strings.Cut(id, " ")
+		if slices.Contains(monitored, kind) {
+			want[releaseLabel] = "prometheus"
+		}
+		if got := patched[id]; !maps.Equal(got, want) {
+			t.Errorf("with README.md's patch, %s labels %v, want %v", id, got, want)
+		}
+	}
 }
