@@ -281,3 +281,17 @@ func TestSidecarWithoutCMPServer(t *testing.T) {
 		t.Error("the daemon outlived the sidecar")
 	}
 }
+
+// A wrong flag is the one thing that stops the sidecar: flags cannot change
+// without a new container, so it exits 2 (bad input) naming the flag, before
+// the CMP server starts.
+func TestSidecarBadFlagExits2(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "started")
+	r := runIn(t, ".", nil, binary, "sidecar", "--tag-ttl", "soon", "--", "touch", marker)
+	if r.code != exitInput || !strings.Contains(r.stderr, "--tag-ttl") {
+		t.Errorf("exit %d, stderr %q; want %d naming --tag-ttl", r.code, r.stderr, exitInput)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the cmp server was started")
+	}
+}
