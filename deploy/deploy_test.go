@@ -20,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -397,6 +398,12 @@ func checkBuild(t *testing.T, resMap resmap.ResMap, install []byte, namespace st
 	}
 
 	checkSidecarPod(t, &pod, configMapsOf(t, resMap), "argocd-repo-server")
+	checkRestricted(t, "the component", repoServerOf(t, install), &deploy, sidecarName)
+	checkDefaultContainer(t, "the component", &deploy.Spec.Template, "argocd-repo-server")
+	// repo-server's own container is Argo CD's, untouched by the patch that names it.
+	if want, got := repoServerOf(t, install).Spec.Template.Spec.Containers[0], pod.Containers[0]; !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("the component changed Argo CD's container %s:\n%+v\n---- want ----\n%+v", want.Name, got, want)
+	}
 	var svc corev1.Service
 	if !object(t, resMap, "Service", "argocd-image-resolver-metrics", &svc) {
 		t.Fatal("no Service argocd-image-resolver-metrics")

@@ -22,6 +22,8 @@ import (
 //   - repoServer.volumes: first of the pod's volumes, before the chart's own
 //     (plugins, var-files, tmp, ...) (same file);
 //   - repoServer.automountServiceAccountToken: the pod's (same file);
+//   - repoServer.podAnnotations: added to the pod template's annotations, after the
+//     chart's checksums, merged over global.podAnnotations (same file);
 //   - repoServer.rbac: the rules of the Role the chart creates for repo-server and
 //     binds to its ServiceAccount when repoServer.serviceAccount.create (the default)
 //     (argocd-repo-server/role.yaml 0dc73fdc, rolebinding.yaml 4f3a9e60);
@@ -34,6 +36,7 @@ import (
 type chartValues struct {
 	RepoServer struct {
 		AutomountServiceAccountToken *bool               `json:"automountServiceAccountToken"`
+		PodAnnotations               map[string]string   `json:"podAnnotations"`
 		Rbac                         []rbacv1.PolicyRule `json:"rbac"`
 		ExtraContainers              []corev1.Container  `json:"extraContainers"`
 		Volumes                      []corev1.Volume     `json:"volumes"`
@@ -79,6 +82,12 @@ func chartPod(t *testing.T, install []byte, v chartValues) appsv1.Deployment {
 	pod.Containers = append(pod.Containers, v.RepoServer.ExtraContainers...)
 	pod.Volumes = append(slices.Clone(v.RepoServer.Volumes), pod.Volumes...)
 	pod.AutomountServiceAccountToken = v.RepoServer.AutomountServiceAccountToken
+	for k, val := range v.RepoServer.PodAnnotations {
+		if deploy.Spec.Template.Annotations == nil {
+			deploy.Spec.Template.Annotations = map[string]string{}
+		}
+		deploy.Spec.Template.Annotations[k] = val
+	}
 	return deploy
 }
 
@@ -128,6 +137,9 @@ func TestHelmValues(t *testing.T) {
 		cmp[name+".yaml"] = string(doc)
 	}
 	checkSidecarPod(t, pod, map[string]map[string]string{"argocd-cmp-cm": cmp}, "repo-server")
+	checkDefaultContainer(t, "helm/values.yaml", &deploy.Spec.Template, "repo-server")
+	plain := chartPod(t, install, chartValues{})
+	checkRestricted(t, "helm/values.yaml", &plain, &deploy, sidecarName)
 
 	// The token: only the sidecar's.
 	sidecar := sidecarOf(t, pod)

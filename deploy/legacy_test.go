@@ -127,11 +127,14 @@ func TestLegacyArgoCDCM(t *testing.T) {
 				t.Errorf("no init container runs `argocd-image-resolver install` into volume %s", binVolume)
 			}
 
-			// The daemon: serve, its socket where generate looks, repo-server's /tmp.
-			if cmd := strings.Join(append(slices.Clone(daemonC.Command), daemonC.Args...), " "); cmd != "argocd-image-resolver serve" {
-				t.Errorf("daemon command %q, want argocd-image-resolver serve", cmd)
+			// The daemon: sidecar without a CMP server (it keeps the daemon running), its
+			// socket where generate looks, repo-server's /tmp.
+			if cmd := strings.Join(append(slices.Clone(daemonC.Command), daemonC.Args...), " "); cmd != "argocd-image-resolver sidecar" {
+				t.Errorf("daemon command %q, want argocd-image-resolver sidecar", cmd)
 			}
 			checkDaemonContainer(t, pod, daemonC)
+			checkRestricted(t, "the legacy variant", repoServerOf(t, install), &deploy, "install-image-resolver", sidecarName)
+			checkDefaultContainer(t, "the legacy variant", &deploy.Spec.Template, "argocd-repo-server")
 			for _, name := range []string{socketEnv, "IMAGE_RESOLVER_DEFAULT_PLATFORMS", "IMAGE_RESOLVER_CONTROL_PLANE_NAMESPACE"} {
 				if r, d := envOf(repo, name), envOf(daemonC, name); r == nil || d == nil || r.Value != d.Value || !equalSource(r.ValueFrom, d.ValueFrom) {
 					t.Errorf("env %s: repo-server %+v, daemon %+v: want the same (a render without the daemon must answer as it does)", name, r, d)

@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -24,6 +25,8 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
+	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 )
 
 // What Argo CD's CMP server requires of a plugin sidecar (DESIGN.md section 10; Argo
@@ -142,6 +145,83 @@ func checkSidecarPod(t *testing.T, pod *corev1.PodSpec, configMaps map[string]ma
 		t.Errorf("sidecar /tmp %+v: want an emptyDir of its own", tm)
 	} else if m := mountAt(repo, "/tmp"); m != nil && m.Name == tm.Name {
 		t.Errorf("sidecar and repo-server share /tmp (volume %s)", tm.Name)
+	} else {
+		checkScratch(t, pod, c, volumeOf(pod, tm.Name))
+	}
+}
+
+// defaultContainer is the annotation kubectl reads for the container logs and exec
+// use when none is named (-c).
+const defaultContainer = "kubectl.kubernetes.io/default-container"
+
+// checkDefaultContainer checks that the pod template makes Argo CD's own container
+// (repoServer) the one kubectl logs and exec land in, not ours (which has no shell),
+// and that the pod lists repo-server first, then ours.
+func checkDefaultContainer(t *testing.T, what string, tmpl *corev1.PodTemplateSpec, repoServer string) {
+	t.Helper()
+	if got := tmpl.Annotations[defaultContainer]; got != repoServer {
+		t.Errorf("%s: pod annotation %s = %q, want %q", what, defaultContainer, got, repoServer)
+	}
+	var names []string
+	for _, c := range tmpl.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	if want := []string{repoServer, sidecarName}; !slices.Equal(names, want) {
+		t.Errorf("%s: containers %q, want %q in this order", what, names, want)
+	}
+}
+
+// watchListAllowance is the part of the sidecar's /tmp for the daemon's socket and
+// the refresh loop's watch list (two copies while it is replaced): maxTrackedApps
+// (10,000) sources of a few KiB each at most.
+const watchListAllowance = 64 << 20
+
+// scratchBound is what the sidecar c may write to its /tmp at most, from the settings
+// its environment gives (the defaults otherwise): each render's manifests that
+// argocd-image-resolver-generate spools (renderWorkers at once, each at most
+// pipeline.MaxOutput), one pin write's repository (at most twice
+// git.maxRepositoryBytes, briefly, while a pack is checked and indexed), the socket
+// and the watch list.
+func scratchBound(t *testing.T, c *corev1.Container) int64 {
+	t.Helper()
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			env[e.Name] = e.Value
+		}
+	}
+	cfg := config.DefaultConfig()
+	if err := cfg.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatalf("%s environment: %v", c.Name, err)
+	}
+	repo := cfg.Git.MaxRepositoryBytes
+	if repo <= 0 {
+		repo = pin.DefaultMaxRepositoryBytes
+	}
+	return int64(cfg.RenderWorkers)*pipeline.MaxOutput + 2*repo + watchListAllowance
+}
+
+// checkScratch checks the sidecar's /tmp volume: an emptyDir whose sizeLimit is
+// exactly scratchBound (larger leaves the node's disk unguarded, smaller gets the
+// whole pod evicted under load), and the CMP server's unpacked repositories, which
+// no setting of ours bounds, on another volume (ARGOCD_CMP_WORKDIR).
+func checkScratch(t *testing.T, pod *corev1.PodSpec, c *corev1.Container, tmp *corev1.Volume) {
+	t.Helper()
+	want := scratchBound(t, c)
+	if got := tmp.EmptyDir.SizeLimit; got == nil || got.Value() != want {
+		t.Errorf("sidecar /tmp (volume %s) sizeLimit %v, want %s = renderWorkers × %s of manifests spooled + 2 × git.maxRepositoryBytes + %s for the socket and watch list",
+			tmp.Name, got, config.FormatSize(want), config.FormatSize(pipeline.MaxOutput), config.FormatSize(watchListAllowance))
+	}
+	e := envOf(c, "ARGOCD_CMP_WORKDIR")
+	if e == nil || e.Value == "" || strings.HasPrefix(e.Value+"/", "/tmp/") {
+		t.Errorf("ARGOCD_CMP_WORKDIR %+v: argocd-cmp-server would unpack repositories into the size-limited /tmp", e)
+		return
+	}
+	m := mountAt(c, e.Value)
+	if m == nil || m.Name == tmp.Name || volumeOf(pod, m.Name) == nil || volumeOf(pod, m.Name).EmptyDir == nil {
+		t.Errorf("ARGOCD_CMP_WORKDIR %s is mounted from %+v, want an emptyDir of its own", e.Value, m)
+	} else if lim := volumeOf(pod, m.Name).EmptyDir.SizeLimit; lim != nil {
+		t.Errorf("volume %s of the CMP server's repositories has sizeLimit %s: repositories are as large as Argo CD's, and past it the pod is evicted", m.Name, lim)
 	}
 }
 
@@ -168,28 +248,17 @@ func checkDaemonContainer(t *testing.T, pod *corev1.PodSpec, c *corev1.Container
 	}
 	checkSocketPath(t, c, pod)
 
-	// Probes on the daemon's metrics port: /readyz, /healthz.
-	_, port, err := net.SplitHostPort(config.DefaultMetricsAddr)
-	if err != nil {
-		t.Fatal(err)
+	// No probe: the container's readiness is the pod's, so a probe of the daemon would
+	// take repo-server, native Helm and Kustomize apps with it, out of its Service
+	// whenever the daemon is down, and a liveness probe would restart the CMP server;
+	// sidecar keeps the daemon running instead (cmd/argocd-image-resolver, supervise.go).
+	for what, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe, "startup": c.StartupProbe} {
+		if p != nil {
+			t.Errorf("%s has a %s probe %+v: a daemon down would make the repo-server pod unready or restart the container", c.Name, what, p)
+		}
 	}
-	for _, p := range []struct {
-		what  string
-		probe *corev1.Probe
-		path  string
-	}{{"readiness", c.ReadinessProbe, "/readyz"}, {"liveness", c.LivenessProbe, "/healthz"}} {
-		if p.probe == nil || p.probe.HTTPGet == nil {
-			t.Errorf("sidecar has no %s probe", p.what)
-			continue
-		}
-		if p.probe.HTTPGet.Path != p.path || containerPort(c, p.probe.HTTPGet.Port) != port {
-			t.Errorf("%s probe %s on port %s (%s), want %s on the daemon's %s", p.what, p.probe.HTTPGet.Path,
-				p.probe.HTTPGet.Port.String(), containerPort(c, p.probe.HTTPGet.Port), p.path, port)
-		}
-		// A slow answer under load must not take repo-server out of service.
-		if p.probe.TimeoutSeconds < 2 || p.probe.FailureThreshold < 3 {
-			t.Errorf("%s probe timeout %ds, failureThreshold %d: want at least 2s and 3", p.what, p.probe.TimeoutSeconds, p.probe.FailureThreshold)
-		}
+	if cmd := append(slices.Clone(c.Command), c.Args...); len(cmd) < 2 || cmd[0] != "argocd-image-resolver" || cmd[1] != "sidecar" {
+		t.Errorf("%s runs %q, want argocd-image-resolver sidecar, which keeps the daemon running", c.Name, cmd)
 	}
 
 	// Resources: requests, a memory limit the runtime knows of.
@@ -483,4 +552,63 @@ func TestREADMEExamples(t *testing.T) {
 		t.Errorf("after README.md's patch IMAGE_RESOLVER_DEFAULT_PLATFORMS = %+v, want linux/arm64", e)
 	}
 	checkSidecarPod(t, pod, configMapsOf(t, resMap), "argocd-repo-server")
+}
+
+// The label kube-prometheus-stack's Prometheus selects ServiceMonitors and rules by
+// when its values set no selectors (serviceMonitorSelectorNilUsesHelmValues,
+// ruleSelectorNilUsesHelmValues: release: <its release name>), for a release named
+// kube-prometheus-stack.
+const releaseLabel, releaseName = "release", "kube-prometheus-stack"
+
+// TestMonitoringReleaseLabel: the ServiceMonitor and the PrometheusRule carry the
+// label kube-prometheus-stack selects them by, and README.md's example patch for a
+// release of another name (built as a user's kustomization) changes it on both and
+// on nothing else.
+func TestMonitoringReleaseLabel(t *testing.T) {
+	files := deployFiles(t)
+	monitored := []string{"ServiceMonitor", "PrometheusRule"}
+	labelsOf := func(resMap resmap.ResMap) map[string]map[string]string {
+		out := map[string]map[string]string{}
+		for _, r := range resMap.Resources() {
+			out[r.GetKind()+" "+r.GetName()] = r.GetLabels()
+		}
+		return out
+	}
+	shipped := labelsOf(buildWith(t, files, nil, "resources:\n  - ../deploy/monitoring\n"))
+	for _, kind := range monitored {
+		if got := shipped[kind+" argocd-image-resolver"][releaseLabel]; got != releaseName {
+			t.Errorf("%s argocd-image-resolver label %s = %q, want %q (kube-prometheus-stack's default selector)", kind, releaseLabel, got, releaseName)
+		}
+	}
+
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marker = "```yaml\n# kustomization.yaml: deploy/monitoring for a kube-prometheus-stack release named prometheus\n"
+	text := string(b)
+	start := strings.Index(text, marker)
+	if start < 0 {
+		t.Fatal("README.md has no example of the release label's patch")
+	}
+	block := text[start+len("```yaml\n"):]
+	block = block[:strings.Index(block, "```")]
+	const remote = "https://github.com/argocd-image-resolver/argocd-image-resolver//deploy/monitoring?ref=v0.1.0"
+	if !strings.Contains(block, remote) {
+		t.Fatalf("README.md's example does not take deploy/monitoring from %s:\n%s", remote, block)
+	}
+	patched := labelsOf(buildWith(t, files, nil, strings.Replace(block, remote, "../deploy/monitoring", 1)))
+	if len(patched) != len(shipped) {
+		t.Fatalf("with README.md's patch: objects %v, want %v", slices.Sorted(mapKeys(patched)), slices.Sorted(mapKeys(shipped)))
+	}
+	for id, want := range shipped {
+		want = maps.Clone(want)
+		kind, _, _ := strings.Cut(id, " ")
+		if slices.Contains(monitored, kind) {
+			want[releaseLabel] = "prometheus"
+		}
+		if got := patched[id]; !maps.Equal(got, want) {
+			t.Errorf("with README.md's patch, %s labels %v, want %v", id, got, want)
+		}
+	}
 }

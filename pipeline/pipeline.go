@@ -143,8 +143,10 @@ func (p *Pipeline) Prepare(ctx context.Context, dir string, env *plugin.Env) (*O
 	return o, report, nil
 }
 
-// maxOutput bounds the manifests of one render.
-const maxOutput = 256 << 20
+// MaxOutput bounds the manifests of one render: what a render's worker streams, and
+// what argocd-image-resolver-generate spools to a temporary file before printing it
+// (deploy's tests size the sidecar's /tmp with it).
+const MaxOutput = 256 << 20
 
 // Output is a prepared render: its manifests, every image resolved, ready to be
 // written.
@@ -160,10 +162,10 @@ type Output struct {
 // deadline, manifests of more than 256 MiB) comes after some bytes may have been
 // written: the caller discards them, as a render that failed.
 func (o *Output) WriteTo(w io.Writer) (int64, error) {
-	lw := &limitWriter{w: w, left: maxOutput}
+	lw := &limitWriter{w: w, left: MaxOutput}
 	n, err := o.session.WriteTo(lw)
 	if lw.over {
-		err = fmt.Errorf("the rendered manifests are larger than %d MiB, more than the plugin passes to Argo CD", maxOutput>>20)
+		err = fmt.Errorf("the rendered manifests are larger than %d MiB, more than the plugin passes to Argo CD", MaxOutput>>20)
 	}
 	if err != nil {
 		return n, o.timedOut(err)

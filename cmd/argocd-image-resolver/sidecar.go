@@ -29,45 +29,69 @@ const childStopGrace = 10 * time.Second
 // stopGrace is childStopGrace; tests shorten it.
 var stopGrace = childStopGrace
 
+// firstDaemonWait bounds how long the CMP server's start waits for the first
+// daemon: the first renders find it, and a daemon slow to start does not keep the
+// plugin from Argo CD.
+const firstDaemonWait = 10 * time.Second
+
 func newSidecarCommand() *cobra.Command {
 	var (
 		flags *config.Flags
 		logs  logFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "sidecar [flags] -- CMP-SERVER [ARGS...]",
-		Short: "Container entrypoint: run the daemon and Argo CD's CMP server; exit when either dies",
+		Use:   "sidecar [flags] [-- CMP-SERVER [ARGS...]]",
+		Short: "Container entrypoint: run Argo CD's CMP server, and keep the daemon running beside it",
 		Long: `Start the daemon (as serve does, with the same flags), then run Argo CD's CMP server
 as a child with ` + api.SocketEnv + ` set to the daemon's socket, so every generate it
-runs finds the daemon. SIGTERM and SIGINT are forwarded to the CMP server; the daemon
-stops after it, so renders in flight keep their cache. A CMP server still running
-` + childStopGrace.String() + ` after the first forwarded signal (argocd-cmp-server ignores SIGTERM) is
-killed with SIGKILL, which counts as a requested stop. On Linux the CMP server is
-also killed (SIGKILL) if the sidecar itself dies.
+runs finds the daemon. Without a CMP server, only the daemon is kept running (the
+legacy argocd-cm variant's daemon container).
 
-Nothing is restarted silently: if the CMP server exits, or the daemon fails, the
-sidecar exits non-zero (the CMP server's status, or 1) and Kubernetes restarts the
-container. After a forwarded signal, a CMP server that exits 0, of that signal, or
-of the SIGKILL after the grace period makes the sidecar exit 0.
+The daemon is supervised, never a reason to stop the CMP server: a daemon that cannot
+start (a configuration that does not load or validate, a socket or port taken) or that
+stops is logged ("daemon down", with the error) and started again after a backoff of
+` + minRestartDelay.String() + `, doubled after each failure up to ` + maxRestartDelay.String() + ` (back to ` + minRestartDelay.String() + ` after a daemon served
+for ` + maxRestartDelay.String() + `), reading the configuration again each time. Meanwhile
+argocd-image-resolver-generate finds no daemon on the socket and renders in-process,
+with the same configuration: the same manifests, without the daemon's cache; with a
+configuration that does not load, the render fails with the same error naming the
+setting. The CMP server is given the socket of the configuration at start; when that
+configuration does not load, the socket of --socket, else ` + api.SocketEnv + `,
+else ` + api.DefaultSocket + `.
 
-Exit status: 0 after a forwarded signal (above), the CMP server's status when it exits
-by itself, 1 when the daemon fails, 2 bad configuration.
+SIGTERM and SIGINT are forwarded to the CMP server; the daemon stops after it, so
+renders in flight keep their cache. A CMP server still running ` + childStopGrace.String() + ` after the
+first forwarded signal (argocd-cmp-server ignores SIGTERM) is killed with SIGKILL,
+which counts as a requested stop. On Linux the CMP server is also killed (SIGKILL) if
+the sidecar itself dies. If the CMP server exits by itself, the sidecar exits with its
+status (at least 1) and Kubernetes restarts the container. After a forwarded signal,
+a CMP server that exits 0, of that signal, or of the SIGKILL after the grace period
+makes the sidecar exit 0.
+
+Exit status: 0 after a signal (above), the CMP server's status when it exits by
+itself, 2 bad flags.
 
 ` + daemonLong,
 		Example: `  argocd-image-resolver sidecar -- /var/run/argocd/argocd-cmp-server
-  argocd-image-resolver sidecar --config /etc/image-resolver/config.yaml -- /var/run/argocd/argocd-cmp-server --loglevel debug`,
-		Args: cobra.MinimumNArgs(1),
+  argocd-image-resolver sidecar --config /etc/image-resolver/config.yaml -- /var/run/argocd/argocd-cmp-server --loglevel debug
+  argocd-image-resolver sidecar   # the daemon alone, kept running`,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			log, cfg, err := daemonSettings(cmd, &logs, flags)
+			log, err := logs.logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
+			}
+			load := func() (config.Config, error) { return flags.Load(os.LookupEnv) }
+			fallback := api.SocketFromEnv()
+			if f := cmd.Flags().Lookup("socket"); f != nil && f.Changed {
+				fallback = f.Value.String()
 			}
 			sigs := make(chan os.Signal, 4)
 			signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 			defer signal.Stop(sigs)
 			// Signals are handled here, through sigs, not by cmd.Context(): the
 			// daemon must outlive the CMP server's own shutdown.
-			code, err := runSidecar(context.WithoutCancel(cmd.Context()), cfg, log, args, sigs, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			code, err := runSidecar(context.WithoutCancel(cmd.Context()), load, fallback, log, args, sigs, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			if code == 0 {
 				return nil
 			}
@@ -81,38 +105,59 @@ by itself, 1 when the daemon fails, 2 bad configuration.
 	return cmd
 }
 
-// runSidecar runs the daemon and the child argv until either ends, forwarding the
-// signals received on sigs to the child. It returns the exit status for the
-// sidecar and, when non-zero, why.
-func runSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, argv []string, sigs <-chan os.Signal,
-	stdout, stderr io.Writer) (int, error) {
+// runSidecar keeps a daemon running (supervisor) and runs the child argv, if any,
+// until it ends, forwarding the signals received on sigs to it; without a child,
+// until the first signal. load reads the daemon's configuration, at each start of
+// a daemon; the child is given the socket of the configuration at start, else
+// fallbackSocket. It returns the exit status for the sidecar and, when non-zero,
+// why.
+func runSidecar(ctx context.Context, load func() (config.Config, error), fallbackSocket string, log *slog.Logger, argv []string,
+	sigs <-chan os.Signal, stdout, stderr io.Writer) (int, error) {
 	daemon.TuneGC()
-	d, err := daemon.New(cfg, daemonOptions(cfg, log)...)
-	if err != nil {
-		return exitCode(err), err
+	socket := fallbackSocket
+	if cfg, err := load(); err == nil {
+		socket = cfg.Socket
 	}
-	d.LimitMemory()
-	if err := d.Listen(); err != nil {
-		return 1, fmt.Errorf("daemon: %w", err)
-	}
+	sup := newSupervisor(load, func(cfg config.Config) (*daemon.Daemon, error) {
+		d, err := daemon.New(cfg, daemonOptions(cfg, log)...)
+		if err == nil {
+			d.LimitMemory()
+		}
+		return d, err
+	}, socket, log)
 	dctx, stopDaemon := context.WithCancel(ctx)
 	defer stopDaemon()
-	daemonDone := make(chan error, 1)
-	go func() { daemonDone <- d.Run(dctx) }()
-	select {
-	case <-d.Ready():
-	case err := <-daemonDone:
-		return 1, fmt.Errorf("daemon: %w", err)
+	supDone := make(chan struct{})
+	go func() { defer close(supDone); sup.Run(dctx) }()
+	stop := func() {
+		stopDaemon()
+		<-supDone
 	}
 
-	child, childDone, err := startChild(argv, cfg.Socket, stdout, stderr)
+	if len(argv) == 0 {
+		sig := <-sigs
+		log.Info("stopping the daemon", "signal", sig.String())
+		sup.SaveWatchList()
+		stop()
+		return 0, nil
+	}
+	select {
+	case <-sup.Attempted():
+	case <-time.After(firstDaemonWait):
+		log.Warn("the daemon is not serving yet; starting the cmp server without it", "waited", firstDaemonWait.String())
+	}
+	child, childDone, err := startChild(argv, socket, stdout, stderr)
 	if err != nil {
-		stopDaemon()
-		<-daemonDone
+		stop()
 		return 1, err
 	}
-	log.Info("cmp server started", "command", argv[0], "pid", child.Process.Pid, "socket", cfg.Socket)
+	log.Info("cmp server started", "command", argv[0], "pid", child.Process.Pid, "socket", socket)
+	return superviseChild(child, childDone, sup, stop, log, sigs)
+}
 
+// superviseChild forwards sigs to the running CMP server until it exits; then it
+// stops the daemon (stop) and returns the sidecar's exit status.
+func superviseChild(child *exec.Cmd, childDone <-chan error, sup *supervisor, stop func(), log *slog.Logger, sigs <-chan os.Signal) (int, error) {
 	var (
 		forwarded os.Signal        // the first signal forwarded: a requested shutdown
 		graceOver <-chan time.Time // set by the first forwarded signal
@@ -123,7 +168,7 @@ func runSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, argv [
 		case sig := <-sigs:
 			if forwarded == nil {
 				forwarded = sig
-				d.SaveWatchList() // the pod may be killed before the daemon stops
+				sup.SaveWatchList() // the pod may be killed before the daemon stops
 				grace := time.NewTimer(stopGrace)
 				defer grace.Stop()
 				graceOver = grace.C
@@ -144,10 +189,7 @@ func runSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, argv [
 
 		case <-childDone:
 			state := child.ProcessState
-			stopDaemon()
-			if err := <-daemonDone; err != nil {
-				log.Error("daemon", "err", err)
-			}
+			stop()
 			code, how := exitStatus(state)
 			if forwarded != nil {
 				if code == 0 || diedOf(state, forwarded) || (killed && diedOf(state, syscall.SIGKILL)) {
@@ -158,20 +200,6 @@ func runSidecar(ctx context.Context, cfg config.Config, log *slog.Logger, argv [
 			}
 			log.Error("cmp server exited; exiting so that the container restarts", "status", how)
 			return max(code, 1), fmt.Errorf("cmp server %s; exiting so that the container restarts", how)
-
-		case err := <-daemonDone:
-			if err == nil {
-				err = errors.New("stopped")
-			}
-			log.Error("daemon failed; stopping the cmp server so that the container restarts", "err", err)
-			_ = child.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-childDone:
-			case <-time.After(stopGrace):
-				_ = child.Process.Kill()
-				<-childDone
-			}
-			return 1, fmt.Errorf("daemon: %w; cmp server stopped so that the container restarts", err)
 		}
 	}
 }

@@ -48,17 +48,30 @@ type sidecarRun struct {
 	err  error
 }
 
-// startSidecar runs runSidecar in the background; the child's output and the
-// sidecar's logs go to the returned buffer.
+// startSidecar runs runSidecar in the background with the configuration cfg; the
+// child's output and the sidecar's logs go to the returned buffer.
 func startSidecar(t *testing.T, cfg config.Config, argv ...string) (chan<- os.Signal, *testio.SyncBuffer, <-chan sidecarRun) {
+	t.Helper()
+	return startSidecarLoad(t, func() (config.Config, error) { return cfg, nil }, cfg.Socket, argv...)
+}
+
+// startSidecarLoad is startSidecar with the daemon's configuration read by load,
+// at every start of a daemon, and fallback as the socket when it fails at start.
+func startSidecarLoad(t *testing.T, load func() (config.Config, error), fallback string, argv ...string) (chan<- os.Signal, *testio.SyncBuffer, <-chan sidecarRun) {
 	t.Helper()
 	sigs := make(chan os.Signal, 4)
 	out := &testio.SyncBuffer{}
 	done := make(chan sidecarRun, 1)
 	go func() {
-		code, err := runSidecar(context.Background(), cfg, slog.New(slog.NewTextHandler(out, nil)), argv, sigs, out, out)
+		code, err := runSidecar(context.Background(), load, fallback, slog.New(slog.NewTextHandler(out, nil)), argv, sigs, out, out)
 		done <- sidecarRun{code, err}
 	}()
+	t.Cleanup(func() {
+		select {
+		case sigs <- syscall.SIGKILL: // whatever still runs stops
+		default:
+		}
+	})
 	return sigs, out, done
 }
 
@@ -162,28 +175,6 @@ func TestSidecarExitsWhenTheChildDies(t *testing.T) {
 				t.Fatalf("code %d err %v, want %d and %q; output %q", r.code, r.err, tt.code, tt.msg, out.String())
 			}
 		})
-	}
-}
-
-func TestSidecarDaemonFailsChildNeverStarts(t *testing.T) {
-	cfg := sidecarConfig(t)
-	// Another daemon holds the socket.
-	d, err := daemon.New(cfg, daemon.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go d.Run(ctx) //nolint:errcheck
-	<-d.Ready()
-	marker := filepath.Join(t.TempDir(), "started")
-	_, _, done := startSidecar(t, cfg, "touch", marker)
-	r := wait(t, done)
-	if r.code == 0 || r.err == nil || !strings.Contains(r.err.Error(), "another daemon") {
-		t.Fatalf("code %d err %v", r.code, r.err)
-	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Error("the cmp server was started without a daemon")
 	}
 }
 
