@@ -7,6 +7,8 @@ package argocde2e
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -84,11 +86,13 @@ func moduleDir(modVer string) (string, error) {
 var nonLabel = regexp.MustCompile(`[^a-z0-9]+`)
 
 // appName turns prefix and path into a DNS label of at most 50 characters (the
-// Applications add "fn-"/"fp-", the namespaces "fid-").
+// Applications add "fn-"/"fp-", the namespaces "fid-"); a longer one is cut and told
+// apart by a hash of the path.
 func appName(prefix, path string) string {
 	n := prefix + "-" + strings.Trim(nonLabel.ReplaceAllString(strings.ToLower(path), "-"), "-")
 	if len(n) > 50 {
-		n = strings.TrimRight(n[:50], "-")
+		sum := sha256.Sum256([]byte(path))
+		n = strings.TrimRight(n[:42], "-") + "-" + hex.EncodeToString(sum[:])[:7]
 	}
 	return n
 }

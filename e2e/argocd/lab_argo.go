@@ -154,7 +154,9 @@ func (l *Lab) startArgo() error {
 	if err != nil {
 		return err
 	}
-	if err := waitFor(60*time.Second, "applicationset-controller /healthz", appset, httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[7]))); err != nil {
+	// Its probe address serves no /healthz (no checks are added to it); /metrics is up
+	// once the manager runs.
+	if err := waitFor(60*time.Second, "applicationset-controller /metrics", appset, httpOK(fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[6]))); err != nil {
 		return err
 	}
 	return waitFor(30*time.Second, "argocd login", srv, func() error {

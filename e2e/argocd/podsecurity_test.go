@@ -62,7 +62,7 @@ func testPodSecurityRestricted(t *testing.T, lab *Lab) {
 		found := false
 		for _, c := range spec["containers"].([]any) {
 			c := c.(map[string]any)
-			if c["name"] == "argocd-image-resolver" {
+			if strings.Contains(c["name"].(string), "image-resolver") {
 				if sc, ok := c["securityContext"].(map[string]any); ok {
 					delete(sc, "seccompProfile")
 					found = true
@@ -70,7 +70,7 @@ func testPodSecurityRestricted(t *testing.T, lab *Lab) {
 			}
 		}
 		if !found {
-			t.Fatal("no argocd-image-resolver container with a securityContext in the component's repo-server")
+			t.Fatal("no image-resolver container with a securityContext in the component's repo-server")
 		}
 		delete(spec, "securityContext") // nor the pod's, which containers inherit
 		r := admit(t, lab, pod)
