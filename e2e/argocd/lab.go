@@ -72,6 +72,10 @@ func CheckTools(p Paths, v string) error {
 		filepath.Join(p.Bin, "argocd-image-resolver"), filepath.Join(p.Bin, "argocd-image-resolver-generate"),
 		filepath.Join(p.Bin, "demo"),
 		filepath.Join(argo, "argocd"), filepath.Join(argo, "argocd-cmp-server"),
+		filepath.Join(argo, "argocd-applicationset-controller"),
+		// The helm and kustomize this Argo CD version ships (build.sh tools), on the
+		// repo-server's PATH: native apps render with them.
+		filepath.Join(argo, "helm"), filepath.Join(argo, "kustomize"),
 	} {
 		if _, err := os.Stat(f); err != nil {
 			errs = append(errs, fmt.Errorf("%s missing: run e2e/build/build.sh (make e2e does)", f))

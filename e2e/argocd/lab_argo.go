@@ -98,7 +98,7 @@ func (l *Lab) RestartSidecar() error {
 const restartGrace = 3 * time.Second
 
 func (l *Lab) startArgo() error {
-	ports, err := freePorts(6)
+	ports, err := freePorts(9)
 	if err != nil {
 		return err
 	}
@@ -143,6 +143,20 @@ func (l *Lab) startArgo() error {
 		return err
 	}
 	if err := waitFor(60*time.Second, "application-controller /metrics", ctrl, httpOK(fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[2]))); err != nil {
+		return err
+	}
+	// ApplicationSets (the multi-call binary's controller), as the install manifests run
+	// it: it asks repo-server for git generators' directories and files.
+	appset, err := l.start("applicationset-controller", env(),
+		"argocd-applicationset-controller", "--argocd-repo-server", repoAddr,
+		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", ports[6]), "--probe-addr", fmt.Sprintf("127.0.0.1:%d", ports[7]),
+		"--webhook-addr", fmt.Sprintf("127.0.0.1:%d", ports[8]), "--loglevel", "info", "--logformat", "json")
+	if err != nil {
+		return err
+	}
+	// Its probe address serves no /healthz (no checks are added to it); /metrics is up
+	// once the manager runs.
+	if err := waitFor(60*time.Second, "applicationset-controller /metrics", appset, httpOK(fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[6]))); err != nil {
 		return err
 	}
 	return waitFor(30*time.Second, "argocd login", srv, func() error {

@@ -160,23 +160,8 @@ func (l *Lab) pushWebhook(log io.Writer, before string) {
 	fmt.Fprintf(log, "%s webhook push %s..%s (%d files): %s\n", time.Now().Format("15:04:05.000"), before[:7], after[:7], len(files), resp.Status)
 }
 
-func copyDir(src, dst string) error {
-	return filepath.Walk(src, func(path string, info os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		target := filepath.Join(dst, rel)
-		if info.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, b, info.Mode().Perm())
-	})
-}
+// copyDir copies the tree src into dst.
+func copyDir(src, dst string) error { return copyTree(src, dst, nil) }
 
 var seededRE = regexp.MustCompile(`(?m)^registry (\S+) seeded`)
 

@@ -13,7 +13,7 @@
 #   bin/demo                                cache makes that quick)
 # Debian packages (etcd-server, redis-server, git) are .ci/run's business, not this script's.
 #
-# Usage: build.sh [all|kube|argocd VERSION...|gitea|resolver]   (all: every version in
+# Usage: build.sh [all|kube|argocd VERSION...|tools VERSION...|gitea|resolver]   (all: every version in
 #        e2e/build/versions.txt). Idempotent: a binary whose stamp (module files, version,
 #        go version) matches is kept, so a warm run takes seconds. FORCE=1 rebuilds.
 # Prints one timing line per step ("== step: Ns").
@@ -98,7 +98,7 @@ argocd() {
 	fi
 	# The multi-call binary picks its role from argv[0].
 	local n
-	for n in argocd-server argocd-repo-server argocd-application-controller argocd-cmp-server argocd-git-ask-pass; do
+	for n in argocd-server argocd-repo-server argocd-application-controller argocd-applicationset-controller argocd-cmp-server argocd-git-ask-pass; do
 		ln -sfn argocd "$vd/$n"
 	done
 	# The module's own files: CRDs and hack/git-verify-wrapper.sh (v3.6's repo-server runs it
@@ -153,6 +153,73 @@ resolver() {
 	(cd "$ROOT" && GOTOOLCHAIN=local go build -o "$OUT/bin/" ./cmd/...)
 }
 
+# tools VERSION: the helm and kustomize binaries Argo CD VERSION ships (its
+# hack/tool-versions.sh: helm3_version or helm4_version, kustomize5_version), built from
+# the module proxy into $OUT/tools/VERSION/ and linked into argocd-VERSION/, which is on the
+# lab's repo-server PATH: native Helm and Kustomize apps render with them, as in Argo CD's
+# image. Each is built with its own go.mod (`go install pkg@version`), except where a
+# module of $HERE/tools/NAME-VERSION says otherwise (kustomize v5.8.3: see its go.mod).
+tools() {
+	local ver=$1 major src tv helm kust
+	major=$(echo "$ver" | sed 's/^v\([0-9]*\).*/\1/')
+	src=$(cd "$HERE/argocd-v$major" && GOTOOLCHAIN=$(toolchain_for "$HERE/argocd-v$major/go.mod") GOFLAGS="$GOFLAGS -mod=mod" \
+		go list -m -f '{{.Dir}}' "github.com/argoproj/argo-cd/v$major")
+	tv=$src/hack/tool-versions.sh
+	[ -f "$tv" ] || { echo "no $tv" >&2; return 1; }
+	# v2.14 names them helm3_version and kustomize5_version, v3.6 HELM_VERSION and
+	# KUSTOMIZE_VERSION.
+	helm=$(sed -n -E 's/^(helm3_version|HELM_VERSION)=([0-9.]+)$/\2/p' "$tv")
+	kust=$(sed -n -E 's/^(kustomize5_version|KUSTOMIZE_VERSION)=([0-9.]+)$/\2/p' "$tv")
+	[ -n "$helm" ] && [ -n "$kust" ] || { echo "$tv names no helm or kustomize version" >&2; return 1; }
+	local helmpkg=helm.sh/helm/v${helm%%.*}/cmd/helm
+	local td=$OUT/tools/$ver
+	mkdir -p "$td" "$OUT/argocd-$ver"
+	tool "$td" helm "$helmpkg" "v$helm"
+	tool "$td" kustomize sigs.k8s.io/kustomize/kustomize/v5 "v$kust"
+	ln -sfn "../tools/$ver/helm" "$OUT/argocd-$ver/helm"
+	ln -sfn "../tools/$ver/kustomize" "$OUT/argocd-$ver/kustomize"
+	echo "argocd $ver ships helm v$helm, kustomize v$kust: $("$td/helm" version --short 2>&1 | head -1), $("$td/kustomize" version 2>&1 | head -1)"
+}
+
+# tool DIR NAME PKG VERSION: DIR/NAME built from PKG@VERSION, kept while its stamp holds.
+tool() {
+	local td=$1 name=$2 pkg=$3 ver=$4 mod=$HERE/tools/$2-$4 st
+	st=$(stamp_of "$mod" "$pkg" "$ver")
+	if fresh "$td/$name" "$st"; then
+		echo "$name $ver: up to date"
+		return
+	fi
+	local ldf="-s -w"
+	# The version string each prints, as their release builds set it.
+	case $pkg in
+	helm.sh/helm/v4/*) ldf="$ldf -X helm.sh/helm/v4/internal/version.version=$ver" ;;
+	helm.sh/helm/v3/*)
+		# Helm 3's Makefile also stamps its default .Capabilities.KubeVersion from the
+		# client-go it is built with (v0.M.x gives v1.M).
+		local gomod minor
+		gomod=$(GOFLAGS= GOTOOLCHAIN=local go mod download -json "helm.sh/helm/v3@$ver" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+		minor=$(sed -n 's#^[[:space:]]*k8s.io/client-go v0\.\([0-9]*\)\..*#\1#p' "$gomod")
+		[ -n "$minor" ] || { echo "no k8s.io/client-go in $gomod" >&2; return 1; }
+		ldf="$ldf -X helm.sh/helm/v3/internal/version.version=$ver"
+		local x
+		for x in pkg/lint/rules pkg/chartutil; do
+			ldf="$ldf -X helm.sh/helm/v3/$x.k8sVersionMajor=1 -X helm.sh/helm/v3/$x.k8sVersionMinor=$minor"
+		done
+		;;
+	sigs.k8s.io/kustomize/*) ldf="$ldf -X sigs.k8s.io/kustomize/api/provenance.version=kustomize/$ver" ;;
+	esac
+	rm -rf "$td/$name.gobin" && mkdir -p "$td/$name.gobin"
+	if [ -f "$mod/go.mod" ]; then
+		(cd "$mod" && GOTOOLCHAIN=$(toolchain_for "$mod/go.mod") GOFLAGS="$GOFLAGS -mod=mod" \
+			go build -trimpath -ldflags="$ldf" -o "$td/$name.gobin/$name" "$pkg")
+	else
+		(cd "$td" && GOTOOLCHAIN=local GOFLAGS="$GOFLAGS" GOBIN="$td/$name.gobin" \
+			go install -trimpath -ldflags="$ldf" "$pkg@$ver")
+	fi
+	mv "$td/$name.gobin/$name" "$td/$name" && rm -rf "$td/$name.gobin"
+	echo "$st" >"$td/$name.stamp"
+}
+
 versions() { grep -vE '^\s*(#|$)' "$HERE/versions.txt"; }
 
 T0=$SECONDS
@@ -162,13 +229,15 @@ case $what in
 all)
 	step kube kube
 	for v in $(versions); do step "argocd $v" argocd "$v"; done
+	for v in $(versions); do step "tools of argocd $v" tools "$v"; done
 	step gitea gitea
 	step resolver resolver
 	;;
 kube) step kube kube ;;
 argocd) for v in "$@"; do step "argocd $v" argocd "$v"; done ;;
+tools) for v in "$@"; do step "tools of argocd $v" tools "$v"; done ;;
 gitea) step gitea gitea ;;
 resolver) step resolver resolver ;;
-*) echo "usage: $0 [all|kube|argocd VERSION...|gitea|resolver]" >&2; exit 2 ;;
+*) echo "usage: $0 [all|kube|argocd VERSION...|tools VERSION...|gitea|resolver]" >&2; exit 2 ;;
 esac
 echo "== total: $((SECONDS - T0))s"
