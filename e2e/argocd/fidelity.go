@@ -54,7 +54,7 @@ var fidelitySources = []CorpusSource{
 	{Prefix: "r", Module: "github.com/argoproj/argo-cd/v3@v3.6.1", Dir: "reposerver/repository/testdata",
 		Plain: []string{"several-files", "recurse", "app-include-exclude", "concatenated", "json-list", "valid-json", "empty-list", "null-list", "yaml-with-empty-document", "irrelevant-yaml", "nil-metadata-accessors"}},
 	{Prefix: "a", Module: "github.com/argoproj/argo-cd/v3@v3.6.1", Dir: "test/e2e/testdata",
-		Plain: []string{"guestbook", "hook", "crd-creation", "sync-waves", "two-nice-pods", "multi-namespace", "global-with-no-namespace", "config-map", "deployment", "secrets", "networking", "cluster-role"},
+		Plain: []string{"hook", "sync-waves", "two-nice-pods", "multi-namespace", "global-with-no-namespace", "deployment", "secrets", "networking", "cluster-role"},
 		Skip: map[string]string{
 			"helm-repo":                  "a chart repository served by Argo CD's own e2e fixture",
 			"helm-oci-with-dependencies": "an OCI registry the e2e fixture serves",
@@ -161,8 +161,8 @@ func discoverApps(dir string, plain []string) ([]string, error) {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		if sourceType(p) == "Directory" {
-			return nil
+		if rel == "." || sourceType(p) == "Directory" {
+			return nil // the tree's own root is where its apps are, not one of them
 		}
 		apps = append(apps, filepath.ToSlash(rel))
 		if _, err := os.Stat(filepath.Join(p, "Chart.yaml")); err == nil {
@@ -173,6 +173,9 @@ func discoverApps(dir string, plain []string) ([]string, error) {
 	for _, p := range plain {
 		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
 			return nil, fmt.Errorf("plain app %s of the corpus: %w", p, err)
+		}
+		if typ := sourceType(filepath.Join(dir, p)); typ != "Directory" {
+			return nil, fmt.Errorf("plain app %s of the corpus is a %s app, found without being listed", p, typ)
 		}
 		apps = append(apps, p)
 	}
