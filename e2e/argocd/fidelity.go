@@ -49,7 +49,9 @@ type CorpusApp struct {
 var fidelitySources = []CorpusSource{
 	{Prefix: "t", Dir: "testdata/apps", Plain: []string{"plain-cron", "arm64-pinned"}},
 	{Prefix: "h", Module: "helm.sh/helm/v4@v4.3.1", Dir: "pkg/cmd/testdata/testcharts"},
-	{Prefix: "k", Module: "github.com/argoproj/argo-cd/v3@v3.6.1", Dir: "util/kustomize/testdata"},
+	{Prefix: "k", Module: "github.com/argoproj/argo-cd/v3@v3.6.1", Dir: "util/kustomize/testdata", Skip: map[string]string{
+		"kustomize-with-version-override": "its .argocd-source.yaml sets a Kustomize version: Argo CD itself refuses it as a plugin app",
+	}},
 	{Prefix: "u", Module: "github.com/argoproj/argo-cd/v3@v3.6.1", Dir: "util/helm/testdata"},
 	{Prefix: "r", Module: "github.com/argoproj/argo-cd/v3@v3.6.1", Dir: "reposerver/repository/testdata",
 		Skip: map[string]string{
@@ -62,10 +64,11 @@ var fidelitySources = []CorpusSource{
 	{Prefix: "a", Module: "github.com/argoproj/argo-cd/v3@v3.6.1", Dir: "test/e2e/testdata",
 		Plain: []string{"hook", "sync-waves", "two-nice-pods", "multi-namespace", "global-with-no-namespace", "deployment", "secrets", "networking", "cluster-role"},
 		Skip: map[string]string{
-			"helm-repo":                  "a chart repository served by Argo CD's own e2e fixture",
-			"helm-oci-with-dependencies": "an OCI registry the e2e fixture serves",
-			"https-kustomize-base":       "a base on github.com: no network here",
-			"ssh-kustomize-base":         "a base on github.com over SSH: no network here",
+			"helm-repo":                       "a chart repository served by Argo CD's own e2e fixture",
+			"helm-oci-with-dependencies":      "an OCI registry the e2e fixture serves",
+			"https-kustomize-base":            "a base on github.com: no network here",
+			"ssh-kustomize-base":              "a base on github.com over SSH: no network here",
+			"kustomize-with-version-override": "its .argocd-source.yaml sets a Kustomize version: Argo CD itself refuses it as a plugin app",
 		}},
 }
 
