@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+
 	"path/filepath"
 	"slices"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/strvals"
+	"helm.sh/helm/v4/pkg/chart/common"
+	commonutil "helm.sh/helm/v4/pkg/chart/common/util"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+	"helm.sh/helm/v4/pkg/engine"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	"helm.sh/helm/v4/pkg/strvals"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
@@ -21,9 +24,10 @@ import (
 //	helm template . --name-template APP --namespace NS --kube-version V \
 //	  --values F... --values <inline values> --set K=V... --api-versions A... --include-crds
 //
-// in-process with the Helm SDK (client-only dry-run install, as `helm template`), and
-// keeps the order in which `helm template` prints: the manifest (CRDs first), then the
-// hooks.
+// in-process with the Helm 4 SDK (the Helm of Argo CD v3.5 and later), through chart
+// loading and the template engine alone, as `helm template` renders (client only, no
+// release storage), and keeps the order in which `helm template` prints: CRDs, the
+// manifests in install order, then the hooks.
 func renderHelm(ctx context.Context, dir string, b *boundary, opts Options) ([]*kyaml.RNode, error) {
 	chrt, err := loadChart(dir, b)
 	if err != nil {
@@ -35,54 +39,106 @@ func renderHelm(ctx context.Context, dir string, b *boundary, opts Options) ([]*
 	default:
 		return nil, fmt.Errorf("Helm chart %q: %s charts are not installable", name, chrt.Metadata.Type)
 	}
-	if req := chrt.Metadata.Dependencies; len(req) > 0 {
-		if err := action.CheckDependencies(chrt, req); err != nil {
-			var missing []string
-			for _, d := range req {
-				if !slices.ContainsFunc(chrt.Dependencies(), func(c *chart.Chart) bool { return c.Name() == d.Name }) {
-					missing = append(missing, d.Name)
-				}
-			}
-			return nil, fmt.Errorf("Helm chart %q: Chart.yaml declares dependencies that are not in charts/ (%s): %w: the sidecar does not download charts; vendor them: run `helm dependency build` and commit the charts/ directory", name, strings.Join(missing, ", "), ErrUnsupported)
-		}
+	if err := addLocalDependencies(chrt, dir, b); err != nil {
+		return nil, fmt.Errorf("Helm chart %q: %w", name, err)
+	}
+	if missing := missingDependencies(chrt); len(missing) > 0 {
+		return nil, fmt.Errorf("Helm chart %q: Chart.yaml declares dependencies that are not in charts/ (%s): %w: the sidecar does not download charts; vendor them: run `helm dependency build` and commit the charts/ directory (a file:// dependency inside the repository is built from its directory)", name, strings.Join(missing, ", "), ErrUnsupported)
 	}
 	vals, err := helmValues(dir, b, opts)
 	if err != nil {
 		return nil, err
 	}
-
-	cfg := &action.Configuration{Log: func(string, ...interface{}) {}}
-	inst := action.NewInstall(cfg)
-	inst.DryRun = true
-	inst.DryRunOption = "true"
-	inst.ClientOnly = true
-	inst.Replace = true
-	inst.IncludeCRDs = true
-	inst.ReleaseName = releaseName(opts.AppName, dir)
-	inst.Namespace = opts.Namespace
-	if inst.Namespace == "" {
-		inst.Namespace = "default"
+	caps, err := helmCapabilities(opts)
+	if err != nil {
+		return nil, err
 	}
-	if opts.KubeVersion != "" {
-		kv, err := chartutil.ParseKubeVersion(opts.KubeVersion)
-		if err != nil {
-			return nil, fmt.Errorf("kube version %q: %w (accepted: a Kubernetes version such as 1.31 or v1.31.2)", opts.KubeVersion, err)
-		}
-		inst.KubeVersion = kv
+	release := common.ReleaseOptions{Name: releaseName(opts.AppName, dir), Namespace: opts.Namespace, Revision: 1, IsInstall: true}
+	if release.Namespace == "" {
+		release.Namespace = "default"
 	}
-	inst.APIVersions = chartutil.VersionSet(slices.Clone(opts.APIVersions))
-
-	rel, err := bounded(ctx, func() (*release.Release, error) { return inst.RunWithContext(ctx, chrt, vals) })
+	out, err := bounded(ctx, func() ([]byte, error) { return helmTemplate(ctx, chrt, vals, release, caps) })
 	if err != nil {
 		return nil, fmt.Errorf("helm template (chart %q): %w", name, err)
 	}
-	// Exactly what `helm template` prints (cmd/helm/template.go).
+	return parseYAML("helm template output", out)
+}
+
+// helmCapabilities are Helm's .Capabilities as `helm template --kube-version V
+// --api-versions A...` sets them: Helm's defaults, the given version and the given API
+// versions added to the built-in ones.
+func helmCapabilities(opts Options) (*common.Capabilities, error) {
+	caps := common.DefaultCapabilities.Copy()
+	if opts.KubeVersion != "" {
+		kv, err := common.ParseKubeVersion(opts.KubeVersion)
+		if err != nil {
+			return nil, fmt.Errorf("kube version %q: %w (accepted: a Kubernetes version such as 1.31 or v1.31.2)", opts.KubeVersion, err)
+		}
+		caps.KubeVersion = *kv
+	}
+	caps.APIVersions = append(slices.Clone(caps.APIVersions), opts.APIVersions...)
+	return caps, nil
+}
+
+// helmTemplate is what `helm template --include-crds` prints for the chart (Helm 4.3's
+// Install.RunWithContext and Configuration.renderResources with a client-only dry run,
+// and cmd/template.go's printing): the CRDs of crds/ directories, the manifests sorted
+// in install order, then the hooks, each after "---" and a "# Source:" line.
+func helmTemplate(ctx context.Context, chrt *chart.Chart, vals map[string]any, release common.ReleaseOptions, caps *common.Capabilities) ([]byte, error) {
+	if err := chartutil.ValidateReleaseName(release.Name); err != nil {
+		return nil, fmt.Errorf("release name %q: %w", release.Name, err)
+	}
+	if err := chartutil.ProcessDependencies(chrt, vals); err != nil {
+		return nil, fmt.Errorf("chart dependencies processing failed: %w", err)
+	}
+	if kv := chrt.Metadata.KubeVersion; kv != "" && !chartutil.IsCompatibleRange(kv, caps.KubeVersion.String()) {
+		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", kv, caps.KubeVersion.Version)
+	}
+	top, err := commonutil.ToRenderValuesWithSchemaValidation(chrt, vals, release, caps, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateSchemas(chrt, top["Values"].(common.Values)); err != nil {
+		return nil, fmt.Errorf("values don't meet the specifications of the schema(s) in the following chart(s):\n%w", err)
+	}
+	files, err := engine.Engine{}.RenderWithContext(ctx, chrt, top)
+	if err != nil {
+		return nil, err
+	}
+	for k := range files {
+		if strings.HasSuffix(k, "NOTES.txt") {
+			delete(files, k)
+		}
+	}
+	hooks, manifests, err := releaseutil.SortManifests(files, nil, releaseutil.InstallOrder)
+	if err != nil {
+		return nil, err
+	}
+	var doc bytes.Buffer
+	for _, crd := range chrt.CRDObjects() {
+		fmt.Fprintf(&doc, "---\n# Source: %s\n%s\n", crd.Filename, string(crd.File.Data))
+	}
+	for _, m := range manifests {
+		fmt.Fprintf(&doc, "---\n# Source: %s\n%s\n", m.Name, m.Content)
+	}
 	var out bytes.Buffer
-	fmt.Fprintln(&out, strings.TrimSpace(rel.Manifest))
-	for _, h := range rel.Hooks {
+	fmt.Fprintln(&out, strings.TrimSpace(doc.String()))
+	for _, h := range hooks {
 		fmt.Fprintf(&out, "---\n# Source: %s\n%s\n", h.Path, h.Manifest)
 	}
-	return parseYAML("helm template output", out.Bytes())
+	return out.Bytes(), nil
+}
+
+// missingDependencies names the dependencies Chart.yaml declares that are not among
+// the chart's loaded subcharts (Helm's action.CheckDependencies).
+func missingDependencies(chrt *chart.Chart) []string {
+	var missing []string
+	for _, d := range chrt.Metadata.Dependencies {
+		if !slices.ContainsFunc(chrt.Dependencies(), func(c *chart.Chart) bool { return c.Name() == d.Name }) {
+			missing = append(missing, d.Name)
+		}
+	}
+	return missing
 }
 
 // releaseName is the Helm release name for an Argo CD application name.
@@ -100,8 +156,8 @@ func releaseName(app, dir string) string {
 
 // helmValues merges values as helm does for --values F... --set K=V...: files in order
 // (the inline values last among them), then the parameters.
-func helmValues(dir string, b *boundary, opts Options) (map[string]interface{}, error) {
-	base := map[string]interface{}{}
+func helmValues(dir string, b *boundary, opts Options) (map[string]any, error) {
+	base := map[string]any{}
 	for _, f := range opts.ValuesFiles {
 		p, err := valuesFilePath(dir, b, f)
 		if err != nil {
@@ -111,14 +167,14 @@ func helmValues(dir string, b *boundary, opts Options) (map[string]interface{}, 
 		if err != nil {
 			return nil, err
 		}
-		cur, err := chartutil.ReadValues(data)
+		cur, err := common.ReadValues(data)
 		if err != nil {
 			return nil, fmt.Errorf("values file %q: %w", f, err)
 		}
 		base = mergeMaps(base, cur)
 	}
 	if strings.TrimSpace(opts.Values) != "" {
-		cur, err := chartutil.ReadValues([]byte(opts.Values))
+		cur, err := common.ReadValues([]byte(opts.Values))
 		if err != nil {
 			return nil, fmt.Errorf("values (inline YAML): %w", err)
 		}
@@ -167,15 +223,15 @@ func valuesFilePath(dir string, b *boundary, name string) (string, error) {
 }
 
 // mergeMaps is helm's pkg/cli/values mergeMaps: b wins, maps merge recursively.
-func mergeMaps(a, b map[string]interface{}) map[string]interface{} {
-	out := make(map[string]interface{}, len(a))
+func mergeMaps(a, b map[string]any) map[string]any {
+	out := make(map[string]any, len(a))
 	for k, v := range a {
 		out[k] = v
 	}
 	for k, v := range b {
-		if v, ok := v.(map[string]interface{}); ok {
+		if v, ok := v.(map[string]any); ok {
 			if bv, ok := out[k]; ok {
-				if bv, ok := bv.(map[string]interface{}); ok {
+				if bv, ok := bv.(map[string]any); ok {
 					out[k] = mergeMaps(bv, v)
 					continue
 				}

@@ -8,15 +8,17 @@ import (
 	"path/filepath"
 	"slices"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/ignore"
+	"helm.sh/helm/v4/pkg/chart/loader/archive"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/ignore"
 )
 
-// loadChart is Helm's loader.LoadDir confined to the repository: it walks the chart
-// directory as Helm does (.helmignore and its defaults, symbolic links followed), but
-// a link that leads out of the repository, a special file (named pipe, device) or a
-// file over Helm's size limit is refused instead of read.
+// loadChart is Helm 4's loader.LoadDir confined to the repository: it walks the chart
+// directory as Helm does (.helmignore and its defaults, symbolic links followed, the
+// chart's files together within Helm's archive.MaxDecompressedChartSize), but a link
+// that leads out of the repository or a special file (named pipe, device) is refused
+// instead of read.
 func loadChart(dir string, b *boundary) (*chart.Chart, error) {
 	rules := ignore.Empty()
 	ifile := filepath.Join(dir, ignore.HelmIgnore)
@@ -31,7 +33,8 @@ func loadChart(dir string, b *boundary) (*chart.Chart, error) {
 	}
 	rules.AddDefaults()
 
-	var files []*loader.BufferedFile
+	var files []*archive.BufferedFile
+	budget := archive.MaxDecompressedChartSize
 	visited := map[string]bool{}
 	var walk func(real, name string) error
 	walk = func(real, name string) error {
@@ -82,14 +85,14 @@ func loadChart(dir string, b *boundary) (*chart.Chart, error) {
 			if rules.Ignore(n, fi) {
 				continue
 			}
-			if fi.Size() > loader.MaxDecompressedFileSize {
-				return fmt.Errorf("chart file %q is larger than the maximum file size %d", n, loader.MaxDecompressedFileSize)
+			if budget -= fi.Size(); budget < 0 {
+				return fmt.Errorf("chart exceeds maximum decompressed size of %d bytes (at %s)", archive.MaxDecompressedChartSize, n)
 			}
 			data, err := readRegular(target, "Helm chart file "+b.name(p))
 			if err != nil {
 				return err
 			}
-			files = append(files, &loader.BufferedFile{Name: n, Data: bytes.TrimPrefix(data, []byte("\xEF\xBB\xBF"))})
+			files = append(files, &archive.BufferedFile{Name: n, ModTime: fi.ModTime(), Data: bytes.TrimPrefix(data, []byte("\xEF\xBB\xBF"))})
 		}
 		return nil
 	}
