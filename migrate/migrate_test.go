@@ -154,6 +154,9 @@ func TestFindings(t *testing.T) {
 		{"images-doc-annotations.yaml", "Application kustomize-custom", Lost, []string{"spec.source.kustomize.images"}},
 		{"images-doc-annotations.yaml", "Application helm-multi", Note, []string{"helm.image-name", "not needed"}},
 		{"images-doc-annotations.yaml", "Application pull-secrets", Note, []string{`pull-secret "ext:/scripts/creds.sh" is the credentials of prefix registry.example.com/team/d`}},
+		{"directory-options.yaml", "Application jsonnet", Lost, []string{"spec.source.directory.jsonnet", "does not evaluate Jsonnet", "directory-exclude"}},
+		{"directory-options.yaml", "Application sealed", Lost, []string{"spec.source.directory.disableExtensionFilter", "only *.yaml, *.yml and *.json"}},
+		{"directory-options.yaml", "Application sealed", Lost, []string{`spec.source.directory.include "{*.yaml.sealed,*.yaml"`, "unclosed {", "parameter directory-include refuses it"}},
 		// Registries.
 		{"registries-doc.yaml", "registries", Note, []string{"(Docker Hub) default: true: not needed"}},
 		{"registries-doc.yaml", "registries", Note, []string{"(acr-name) credentials", "credentials: acr"}},
@@ -169,6 +172,20 @@ func TestFindings(t *testing.T) {
 		if got := findings(res, tt.object, tt.kind); !hasFinding(got, tt.parts...) {
 			t.Errorf("%s %s: no %s finding with %q among %q", tt.file, tt.object, tt.kind, tt.parts, got)
 		}
+	}
+}
+
+// Directory options at Argo CD's defaults (recurse false, an empty include, an
+// empty jsonnet) lose nothing, and leave nothing beside the plugin.
+func TestDirectoryDefaultsLoseNothing(t *testing.T) {
+	res := migrateFile(t, "directory-options.yaml")
+	for _, app := range []string{"Application defaults", "Application recurse-include-exclude"} {
+		if lost := findings(res, app, Lost); len(lost) > 0 {
+			t.Errorf("%s: not carried over: %q", app, lost)
+		}
+	}
+	if strings.Contains(string(res.Manifests), "\n    directory:") {
+		t.Error("spec.source.directory left beside the plugin (Argo CD refuses two source types)")
 	}
 }
 
@@ -203,6 +220,12 @@ func TestParameters(t *testing.T) {
 		{"pull-request.yaml", "gitlab-app", map[string]string{"pin-mode": "use", "pin-push": "pull-request"}},
 		{"pull-request.yaml", "live-app", map[string]string{"pin-mode": "", "pin-push": ""}},
 		{"write-back.yaml", "helm-test", map[string]string{"pin-push": ""}},
+		{"directory-options.yaml", "recurse-include-exclude", map[string]string{
+			"directory-recurse": "true", "directory-include": "*.yaml", "directory-exclude": "{config.json,env-usw2/*}",
+		}},
+		{"directory-options.yaml", "defaults", map[string]string{"directory-recurse": "", "directory-include": "", "directory-exclude": ""}},
+		{"directory-options.yaml", "jsonnet", map[string]string{"directory-recurse": "", "directory-exclude": "{*.libsonnet,vendor/*}"}},
+		{"directory-options.yaml", "sealed", map[string]string{"directory-include": ""}},
 	}
 	for _, tt := range tests {
 		res := migrateFile(t, tt.file)

@@ -7,6 +7,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/argoglob"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 )
 
@@ -68,9 +69,7 @@ func rewriteApplication(a *application, params []param, c *converted, pluginName
 		}
 	}
 	if d := mapGet(src, "directory"); d != nil && d.Kind == yaml.MappingNode {
-		for i := 0; i+1 < len(d.Content); i += 2 {
-			c.add(Lost, "spec.source.directory.%s: the plugin renders the YAML and JSON files of the app's directory, without Argo CD's directory options", d.Content[i].Value)
-		}
+		extra = append(extra, directoryParams(d, c)...)
 	}
 	for _, k := range []string{"helm", "kustomize", "directory"} {
 		mapDelete(src, k)
@@ -157,6 +156,79 @@ func helmParams(h *yaml.Node, c *converted) []param {
 		out = append(out, param{name: plugin.ParamValues, kind: plugin.KindString, str: values})
 	}
 	return out
+}
+
+// directoryKeysLost are the directory source settings the plugin has no parameter
+// for, with why; each is lost only when set (not false, not empty).
+var directoryKeysLost = map[string]string{
+	"jsonnet":                "the plugin does not evaluate Jsonnet: a .jsonnet file of the directory is refused (leave it out with directory-exclude)",
+	"disableExtensionFilter": "the plugin reads only *.yaml, *.yml and *.json files (and refuses *.jsonnet), whatever the include pattern",
+}
+
+// directoryParams carries the source's directory options over into the plugin's
+// directory-recurse, directory-include and directory-exclude parameters.
+func directoryParams(d *yaml.Node, c *converted) []param {
+	var out []param
+	for i := 0; i+1 < len(d.Content); i += 2 {
+		key, v := d.Content[i].Value, d.Content[i+1]
+		switch key {
+		case "recurse":
+			var b bool
+			if v.Kind != yaml.ScalarNode || v.Decode(&b) != nil {
+				c.add(Lost, "spec.source.directory.recurse %q: not true or false", v.Value)
+			} else if b {
+				out = append(out, param{name: plugin.ParamDirectoryRecurse, kind: plugin.KindString, str: "true"})
+			}
+		case "include", "exclude":
+			if p, ok := directoryGlobParam(key, v, c); ok {
+				out = append(out, p)
+			}
+		default:
+			if isSet(v) {
+				why, ok := directoryKeysLost[key]
+				if !ok {
+					why = "no counterpart in the plugin's parameters"
+				}
+				c.add(Lost, "spec.source.directory.%s: %s", key, why)
+			}
+		}
+	}
+	return out
+}
+
+// directoryGlobParam is directory.include or .exclude as the plugin's
+// directory-include or directory-exclude; an empty pattern is none, and one that
+// does not compile is lost (Argo CD 3.6 matches nothing with it, the plugin refuses
+// it).
+func directoryGlobParam(key string, v *yaml.Node, c *converted) (param, bool) {
+	name := plugin.ParamDirectoryInclude
+	if key == "exclude" {
+		name = plugin.ParamDirectoryExclude
+	}
+	if v.Kind != yaml.ScalarNode {
+		c.add(Lost, "spec.source.directory.%s: not a string", key)
+		return param{}, false
+	}
+	if v.Value == "" {
+		return param{}, false
+	}
+	if _, err := argoglob.Compile(v.Value); err != nil {
+		c.add(Lost, "spec.source.directory.%s %q: %v; Argo CD 3.6 matches nothing with it and parameter %s refuses it: write the pattern anew", key, v.Value, err, name)
+		return param{}, false
+	}
+	return param{name: name, kind: plugin.KindString, str: v.Value}, true
+}
+
+// isSet reports whether v sets something: not null, false, empty or an empty
+// mapping or list.
+func isSet(v *yaml.Node) bool {
+	switch v.Kind {
+	case yaml.MappingNode, yaml.SequenceNode:
+		return len(v.Content) > 0
+	case yaml.ScalarNode:
+		return v.Tag != "!!null" && v.Value != "" && v.Value != "false"
+	}
+	return true
 }
 
 // paramsNode is the parameters list of spec.source.plugin.

@@ -247,7 +247,8 @@ func (p *Pipeline) decide(ctx context.Context, dir string, env *plugin.Env, pol 
 }
 
 // openSource renders the app's Helm chart, Kustomize overlay or plain YAML, with
-// the Helm inputs the policy names, and finds its image fields.
+// the Helm inputs and directory options the policy names, and finds its image
+// fields.
 func (p *Pipeline) openSource(ctx context.Context, dir, root string, env *plugin.Env, pol *plugin.AppPolicy) (render.Session, error) {
 	renderer := p.settings.Renderer
 	if renderer == nil {
@@ -258,6 +259,7 @@ func (p *Pipeline) openSource(ctx context.Context, dir, root string, env *plugin
 		KubeVersion: env.KubeVersion, APIVersions: env.KubeAPIVersions,
 		ValuesFiles: pol.Helm.ValuesFiles, HelmParameters: pol.Helm.Parameters, Values: pol.Helm.Values,
 		RepoRoot: root, RemoteHosts: p.settings.KustomizeRemoteHosts, ExtraImagePaths: p.settings.ExtraImagePaths,
+		Directory: render.DirectoryOptions{Recurse: pol.Directory.Recurse, Include: pol.Directory.Include, Exclude: pol.Directory.Exclude},
 	})
 }
 

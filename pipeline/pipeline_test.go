@@ -87,7 +87,11 @@ func appDir(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -213,6 +217,39 @@ func TestRender(t *testing.T) {
 			params:  []string{"image-list", "web=ghcr.io/org/web:~1"},
 			batch:   &fakeBatch{answers: []resolve.Answer{}},
 			wantErr: []string{"resolve 2 images: got 0 answers"},
+		},
+		{
+			name:       "a plain app's subdirectory is not read by default, as Argo CD's directory source",
+			files:      map[string]string{"app.yaml": customResource, "tests/app.yaml": strings.Replace(deployment, "{NODESELECTOR}", "{}", 1)},
+			params:     []string{"image-list", "web=ghcr.io/org/web:~1"},
+			batch:      &fakeBatch{answer: resolved("1.4.2", false)},
+			wantNotOut: []string{"kind: Deployment"},
+			wantNotes:  []string{"no image field uses the repository of web"},
+		},
+		{
+			name:         "directory-recurse reads the subdirectories",
+			files:        map[string]string{"app.yaml": customResource, "sub/app.yaml": strings.Replace(deployment, "{NODESELECTOR}", "{}", 1)},
+			params:       []string{"image-list", "web=ghcr.io/org/web:~1", "directory-recurse", "true"},
+			batch:        &fakeBatch{answer: resolved("1.4.2", false)},
+			wantOut:      []string{"kind: MyApp", "image: ghcr.io/org/web:1.4.2 # the app"},
+			wantRequests: []resolve.Request{{Image: "ghcr.io/org/web", Policy: resolve.PolicySpec{Constraint: "~1"}}},
+		},
+		{
+			name:  "directory-include and directory-exclude select the files",
+			files: map[string]string{"app.yaml": strings.Replace(deployment, "{NODESELECTOR}", "{}", 1), "cr.yaml": customResource, "tests/t.yaml": customResource},
+			params: []string{"image-list", "web=ghcr.io/org/web:~1", "directory-recurse", "true",
+				"directory-include", "{*.yaml,tests/*}", "directory-exclude", "{cr.yaml,tests/*}"},
+			batch:        &fakeBatch{answer: resolved("1.4.2", false)},
+			wantOut:      []string{"image: ghcr.io/org/web:1.4.2 # the app"},
+			wantNotOut:   []string{"kind: MyApp"},
+			wantRequests: []resolve.Request{{Image: "ghcr.io/org/web", Policy: resolve.PolicySpec{Constraint: "~1"}}},
+		},
+		{
+			name:    "a bad directory parameter is refused",
+			files:   map[string]string{"app.yaml": strings.Replace(deployment, "{NODESELECTOR}", "{}", 1)},
+			params:  []string{"image-list", "web=ghcr.io/org/web:~1", "directory-recurse", "yes-please"},
+			batch:   &fakeBatch{answer: resolved("1.4.2", false)},
+			wantErr: []string{`parameter "directory-recurse": invalid value "yes-please"`},
 		},
 		{
 			name:    "a bad policy is refused before anything is resolved",

@@ -113,7 +113,8 @@ var migrationGlobal = map[string]string{
 }
 
 func globalNames() []string {
-	return []string{ParamImageList, ParamPinMode, ParamPinTarget, ParamPinBranch, ParamPinPush, ParamPinPRGroup, ParamRefresh, ParamValuesFiles, ParamHelmParameters, ParamValues}
+	return []string{ParamImageList, ParamPinMode, ParamPinTarget, ParamPinBranch, ParamPinPush, ParamPinPRGroup, ParamRefresh, ParamValuesFiles, ParamHelmParameters, ParamValues,
+		ParamDirectoryRecurse, ParamDirectoryInclude, ParamDirectoryExclude}
 }
 
 // acceptedParams describes every accepted parameter name, for unknown-name errors.

@@ -389,3 +389,59 @@ func TestLoadPolicyMigrationKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadPolicyDirectoryParameters: directory-recurse, directory-include and
+// directory-exclude, Argo CD's directory options, good and bad.
+func TestLoadPolicyDirectoryParameters(t *testing.T) {
+	good := []struct {
+		name   string
+		params Parameters
+		want   DirectoryParams
+	}{
+		{"none: Argo CD's default", nil, DirectoryParams{}},
+		{"recurse true", Parameters{ps("directory-recurse", "true")}, DirectoryParams{Recurse: true}},
+		{"recurse any case, trimmed", Parameters{ps("directory-recurse", " TRUE ")}, DirectoryParams{Recurse: true}},
+		{"recurse false", Parameters{ps("directory-recurse", "false")}, DirectoryParams{}},
+		{"recurse empty is false", Parameters{ps("directory-recurse", "")}, DirectoryParams{}},
+		{"include and exclude", Parameters{ps("directory-include", "*.yaml"), ps("directory-exclude", "{config.yaml,tests/*}")},
+			DirectoryParams{Include: "*.yaml", Exclude: "{config.yaml,tests/*}"}},
+		{"patterns trimmed", Parameters{ps("directory-include", " {a.yaml,b.yaml}\n")}, DirectoryParams{Include: "{a.yaml,b.yaml}"}},
+		{"all three", Parameters{ps("directory-recurse", "true"), ps("directory-include", "apps/**"), ps("directory-exclude", "**/tests/*")},
+			DirectoryParams{Recurse: true, Include: "apps/**", Exclude: "**/tests/*"}},
+	}
+	for _, tc := range good {
+		t.Run(tc.name, func(t *testing.T) {
+			pol, err := LoadPolicy(appDir(t, ""), tc.params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pol.Directory != tc.want {
+				t.Errorf("directory %+v, want %+v", pol.Directory, tc.want)
+			}
+		})
+	}
+	bad := []struct {
+		name   string
+		params Parameters
+		want   []string
+	}{
+		{"recurse not a boolean", Parameters{ps("directory-recurse", "yes-please")},
+			[]string{`parameter "directory-recurse": invalid value "yes-please" (accepted: true (read the subdirectories too) or false (the default: the files of the app directory itself), as Argo CD's directory.recurse)`}},
+		{"recurse as an array", Parameters{pa("directory-recurse", "true")},
+			[]string{`parameter "directory-recurse": is an array, expected a string (accepted: true`}},
+		{"include does not compile", Parameters{ps("directory-include", "{a.yaml,b.yaml")},
+			[]string{`parameter "directory-include": invalid value "{a.yaml,b.yaml": not a glob pattern: unclosed {`, "accepted: a glob matched against each file's path relative to the app directory"}},
+		{"exclude does not compile", Parameters{ps("directory-exclude", "[a-")},
+			[]string{`parameter "directory-exclude": invalid value "[a-": not a glob pattern`, "directory.exclude"}},
+		{"exclude as a map", Parameters{pm("directory-exclude", map[string]string{"a": "b"})},
+			[]string{`parameter "directory-exclude": is a map, expected a string`}},
+		{"a misspelt name", Parameters{ps("directory-recurze", "true")},
+			[]string{`parameter "directory-recurze": unknown parameter; did you mean "directory-recurse"?`}},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadPolicy(appDir(t, ""), tc.params)
+			assertErr(t, err, tc.want...)
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/argoglob"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
@@ -39,6 +40,12 @@ func (b *policyBuilder) readGlobal(p Parameter) {
 		if b.checkKind(p, valuesAccepted, KindString) {
 			b.out.Helm.Values = p.String
 		}
+	case ParamDirectoryRecurse:
+		b.readDirectoryRecurse(p)
+	case ParamDirectoryInclude:
+		b.out.Directory.Include = b.readDirectoryGlob(p)
+	case ParamDirectoryExclude:
+		b.out.Directory.Exclude = b.readDirectoryGlob(p)
 	default:
 		b.readImageKey(p)
 	}
@@ -117,6 +124,37 @@ func (b *policyBuilder) readHelmParameters(p Parameter) {
 		}
 		b.out.Helm.Parameters[k] = v
 	}
+}
+
+// readDirectoryRecurse reads directory-recurse: true or false, any case; empty is
+// false (Argo CD's default).
+func (b *policyBuilder) readDirectoryRecurse(p Parameter) {
+	if !b.checkKind(p, dirRecurseAccepted, KindString) || strings.TrimSpace(p.String) == "" {
+		return
+	}
+	v, ok := parseBool(p.String)
+	if !ok {
+		b.fail(&resolve.InputError{Field: paramSource(p.Name), Value: p.String, Accepted: dirRecurseAccepted})
+		return
+	}
+	b.out.Directory.Recurse = v
+}
+
+// readDirectoryGlob reads directory-include or directory-exclude: a glob that
+// compiles as Argo CD compiles it, trimmed; "" when empty or bad.
+func (b *policyBuilder) readDirectoryGlob(p Parameter) string {
+	if !b.checkKind(p, dirGlobAccepted, KindString) {
+		return ""
+	}
+	v := strings.TrimSpace(p.String)
+	if v == "" {
+		return ""
+	}
+	if _, err := argoglob.Compile(v); err != nil {
+		b.fail(&resolve.InputError{Field: paramSource(p.Name), Value: p.String, Err: err, Accepted: dirGlobAccepted})
+		return ""
+	}
+	return v
 }
 
 // readImageKey reads a parameter that is no global setting: an image key for all

@@ -39,10 +39,12 @@ func Announce(repoRoot, appDir string) ([]byte, error) {
 // Announcements lists the parameters for the application in appDir, in a fixed order:
 // image-list (prefilled with the policy file's images as alias=repository[:constraint]),
 // the application-wide defaults (update-strategy, allow-tags, ignore-tags, platforms,
-// pin-digest, verify-identity, verify-issuer, verify-key), then for each alias of the policy file, sorted, its <alias>.* keys with
-// the file's values as defaults, then pin-mode, pin-target, pin-branch, pin-push, pin-pr-group, refresh,
-// values-files, helm-parameters and values. Without a policy file only the general parameters are announced; a policy
-// file that does not load is an error. Announced values are defaults shown in the UI:
+// pin-digest, verify-identity, verify-issuer, verify-key), then for each alias of the
+// policy file, sorted, its <alias>.* keys with the file's values as defaults, then
+// pin-mode, pin-target, pin-branch, pin-push, pin-pr-group, refresh, values-files,
+// helm-parameters, values, directory-recurse, directory-include and
+// directory-exclude. Without a policy file only the general parameters are announced;
+// a policy file that does not load is an error. Announced values are defaults shown in the UI:
 // Argo CD does not send them back unless the user changes them, so they never
 // override the file.
 func Announcements(repoRoot, appDir string) ([]ParameterAnnouncement, error) {
@@ -63,7 +65,8 @@ func Announcements(repoRoot, appDir string) ([]ParameterAnnouncement, error) {
 		anns = append(anns, keyAnnouncements(ip.Alias+".", ip.Alias, &ip)...)
 	}
 	anns = append(anns, pinAnnouncements(pol)...)
-	return append(anns, renderAnnouncements()...), nil
+	anns = append(anns, renderAnnouncements()...)
+	return append(anns, directoryAnnouncements()...), nil
 }
 
 // imageListAnnouncement is image-list, prefilled with the policy file's images
@@ -162,6 +165,35 @@ func renderAnnouncements() []ParameterAnnouncement {
 			Name:           ParamValues,
 			Title:          "Helm values",
 			Tooltip:        "Helm values as a YAML string, applied after the values files.",
+			ItemType:       "string",
+			CollectionType: "string",
+		},
+	}
+}
+
+// directoryAnnouncements are Argo CD's directory options, for plain-YAML apps.
+func directoryAnnouncements() []ParameterAnnouncement {
+	const only = " Plain-YAML apps only (no Chart.yaml, no kustomization); ignored by Helm and Kustomize apps."
+	return []ParameterAnnouncement{
+		ParameterAnnouncement{
+			Name:           ParamDirectoryRecurse,
+			Title:          "Directory: recurse",
+			Tooltip:        "Read the manifests of the subdirectories too. Accepted: " + dirRecurseAccepted + "." + only,
+			ItemType:       "boolean",
+			CollectionType: "string",
+			String:         "false",
+		},
+		ParameterAnnouncement{
+			Name:           ParamDirectoryInclude,
+			Title:          "Directory: include",
+			Tooltip:        "Read only the files this matches (default: every *.yaml, *.yml and *.json file). Accepted: " + dirGlobAccepted + "." + only,
+			ItemType:       "string",
+			CollectionType: "string",
+		},
+		ParameterAnnouncement{
+			Name:           ParamDirectoryExclude,
+			Title:          "Directory: exclude",
+			Tooltip:        "Skip the files this matches; wins over the include pattern. Accepted: " + dirGlobAccepted + "." + only,
 			ItemType:       "string",
 			CollectionType: "string",
 		},

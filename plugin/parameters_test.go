@@ -22,7 +22,8 @@ func TestAnnounceWithoutFile(t *testing.T) {
 		names = append(names, a.Name)
 	}
 	want := []string{"image-list", "update-strategy", "allow-tags", "ignore-tags", "platforms", "pin-digest",
-		"verify-identity", "verify-issuer", "verify-key", "pin-mode", "pin-target", "pin-branch", "pin-push", "pin-pr-group", "refresh", "values-files", "helm-parameters", "values"}
+		"verify-identity", "verify-issuer", "verify-key", "pin-mode", "pin-target", "pin-branch", "pin-push", "pin-pr-group", "refresh", "values-files", "helm-parameters", "values",
+		"directory-recurse", "directory-include", "directory-exclude"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("names %q\nwant  %q", names, want)
 	}
@@ -58,7 +59,8 @@ func TestAnnounceFromFile(t *testing.T) {
 			want = append(want, alias+"."+k)
 		}
 	}
-	want = append(want, "pin-mode", "pin-target", "pin-branch", "pin-push", "pin-pr-group", "refresh", "values-files", "helm-parameters", "values")
+	want = append(want, "pin-mode", "pin-target", "pin-branch", "pin-push", "pin-pr-group", "refresh", "values-files", "helm-parameters", "values",
+		"directory-recurse", "directory-include", "directory-exclude")
 	if !reflect.DeepEqual(names, want) {
 		t.Fatalf("names %q\nwant  %q", names, want)
 	}
@@ -85,6 +87,9 @@ func TestAnnounceFromFile(t *testing.T) {
 		{"refresh", ParameterAnnouncement{CollectionType: "string", ItemType: "string", String: "hard"}},
 		{"helm-parameters", ParameterAnnouncement{CollectionType: "map", ItemType: "string"}},
 		{"values-files", ParameterAnnouncement{CollectionType: "array", ItemType: "string"}},
+		{"directory-recurse", ParameterAnnouncement{CollectionType: "string", ItemType: "boolean", String: "false"}},
+		{"directory-include", ParameterAnnouncement{CollectionType: "string", ItemType: "string"}},
+		{"directory-exclude", ParameterAnnouncement{CollectionType: "string", ItemType: "string"}},
 	}
 	for _, c := range checks {
 		got := byName[c.name]
@@ -103,6 +108,9 @@ func TestAnnounceFromFile(t *testing.T) {
 		t.Errorf("title %q", title)
 	}
 	for name, want := range map[string][]string{
+		"directory-recurse":   {"true (read the subdirectories too) or false (the default", "directory.recurse", "Plain-YAML apps only"},
+		"directory-include":   {"relative to the app directory", "directory.include", "{*.yaml,*.yml}", "Plain-YAML apps only"},
+		"directory-exclude":   {"wins over the include pattern", "directory.exclude"},
 		"api.verify-identity": {"Exact, or regexp:EXPR", "verify-issuer", "unsigned or otherwise signed tags are skipped"},
 		"api.verify-issuer":   {"https://token.actions.githubusercontent.com"},
 		"api.verify-key":      {"trust.keys", "never key material"},

@@ -22,6 +22,12 @@ const (
 	ParamValuesFiles    = "values-files"
 	ParamHelmParameters = "helm-parameters"
 	ParamValues         = "values"
+	// ParamDirectoryRecurse, ParamDirectoryInclude and ParamDirectoryExclude are
+	// Argo CD's spec.source.directory options recurse, include and exclude, for an
+	// app rendered as a directory of plain manifests.
+	ParamDirectoryRecurse = "directory-recurse"
+	ParamDirectoryInclude = "directory-include"
+	ParamDirectoryExclude = "directory-exclude"
 
 	KeyUpdateStrategy = "update-strategy"
 	KeyAllowTags      = "allow-tags"
@@ -92,6 +98,8 @@ const (
 	valuesFilesAcc     = "an array of values file paths (or one comma-separated string)"
 	helmParametersAcc  = "a map of Helm parameter name to value"
 	valuesAccepted     = "a string of Helm values YAML"
+	dirRecurseAccepted = "true (read the subdirectories too) or false (the default: the files of the app directory itself), as Argo CD's directory.recurse"
+	dirGlobAccepted    = "a glob matched against each file's path relative to the app directory, as Argo CD's directory.include and directory.exclude (gobwas/glob: * also matches /, {a,b} alternatives), e.g. {*.yaml,*.yml} or {config.yaml,tests/*}"
 	maxAliasLen        = 128
 	allImagesSourceTag = " (all images)"
 )
@@ -133,6 +141,9 @@ type AppPolicy struct {
 	Refresh string
 	// Helm holds source parameters passed through to the renderer.
 	Helm HelmParams
+	// Directory holds Argo CD's directory options, passed through to the renderer
+	// (read only when the app is a directory of plain manifests).
+	Directory DirectoryParams
 	// Warnings are accepted but deprecated inputs, each one line naming its source.
 	Warnings []string
 }
@@ -159,6 +170,19 @@ type HelmParams struct {
 	ValuesFiles []string
 	Parameters  map[string]string
 	Values      string
+}
+
+// DirectoryParams are Argo CD's directory options given as plugin parameters
+// (directory-recurse, directory-include, directory-exclude). The zero value is Argo
+// CD's default: every manifest file of the app directory itself.
+type DirectoryParams struct {
+	// Recurse reads the subdirectories too.
+	Recurse bool
+	// Include, when set, reads only the files whose relative path matches this glob;
+	// Exclude skips those whose relative path matches it, and wins over Include. Both
+	// are checked to compile.
+	Include string
+	Exclude string
 }
 
 // ImagePolicy is the checked policy of one image alias.

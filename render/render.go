@@ -70,6 +70,23 @@ type Options struct {
 	// ExtraImagePaths are image fields of custom resources, found beside the
 	// built-in ones by Renderer.Open (FindImages).
 	ExtraImagePaths []ExtraPath
+	// Directory are Argo CD's directory options, read when the app is a directory
+	// of plain manifests (no chart, no kustomization) and ignored otherwise.
+	Directory DirectoryOptions
+}
+
+// DirectoryOptions are Argo CD's spec.source.directory options (recurse, include,
+// exclude) for a directory of plain manifests. The zero value is Argo CD's default:
+// the files of the app directory itself, every one.
+type DirectoryOptions struct {
+	// Recurse reads the subdirectories too (directory.recurse).
+	Recurse bool `json:"recurse,omitempty"`
+	// Include, when set, reads only the files whose path relative to the app
+	// directory matches this glob (directory.include; see internal/argoglob).
+	Include string `json:"include,omitempty"`
+	// Exclude skips the files whose relative path matches this glob
+	// (directory.exclude); it wins over Include.
+	Exclude string `json:"exclude,omitempty"`
 }
 
 // Rendered is the result of Render: the source kind and the objects in the order the
@@ -155,7 +172,7 @@ func Render(ctx context.Context, dir string, opts Options) (*Rendered, error) {
 	case SourceKustomize:
 		objs, remote, err = renderKustomize(ctx, abs, b, opts.RemoteHosts)
 	default:
-		objs, err = renderDirectory(ctx, abs)
+		objs, err = renderDirectory(ctx, abs, opts.Directory)
 	}
 	if err != nil {
 		return nil, err

@@ -163,7 +163,7 @@ func TestRenderErrors(t *testing.T) {
 		{name: "bad kube version", dir: "testdata/charts/caps", opts: Options{KubeVersion: "one.two"}, has: []string{"kube version", "one.two"}},
 		{name: "bad release name", dir: "testdata/charts/caps", opts: Options{AppName: "Bad.Name!"}, has: []string{"release name", "Bad.Name!"}},
 		{name: "bad inline values", dir: "testdata/charts/caps", opts: Options{Values: "a: [1"}, has: []string{"values (inline YAML)"}},
-		{name: "bad parameter", dir: "testdata/charts/caps", opts: Options{HelmParameters: map[string]string{"a[": "1"}}, has: []string{"helm parameter", "a["}},
+		{name: "bad parameter", dir: "testdata/charts/caps", opts: Options{HelmParameters: map[string]string{"a[x]": "1"}}, has: []string{"helm parameter", "a[x]", "parsing index"}},
 		{name: "kustomize helmCharts", dir: "testdata/kustomize/helmcharts", unsupported: true,
 			has: []string{"kustomization.yaml", "helmCharts", "does not run Helm inside Kustomize"}},
 		{name: "kustomize helmCharts in a base", dir: "testdata/kustomize/nested-helm/overlay", unsupported: true,
@@ -173,7 +173,6 @@ func TestRenderErrors(t *testing.T) {
 		{name: "kustomize KRM function", dir: "testdata/kustomize/krmfn", unsupported: true,
 			has: []string{"plugins are disabled", "Generator"}},
 		{name: "yaml does not parse", dir: "testdata/dir-bad", has: []string{"broken.yaml", "document 2"}},
-		{name: "not an object", dir: "testdata/dir-notobject", has: []string{"values.yaml", "document 1", "kind is missing"}},
 		{name: "no such directory", dir: "testdata/nope", has: []string{"application directory"}},
 	}
 	for _, tt := range tests {

@@ -114,11 +114,13 @@ func writeString(t *testing.T, objs []*Rendered) string {
 func TestWorkersSameOutput(t *testing.T) {
 	tw := newTestWorkers(t, 1)
 	tw.Prestart() // the renders below use it: one worker in all
-	apps := []string{"../testdata/apps/helm-web", "../testdata/apps/kustomize-overlay", "../testdata/apps/plain-cron",
+	apps := []string{"../testdata/apps/helm-web", "../testdata/apps/kustomize-overlay/overlay", "../testdata/apps/plain-cron",
 		"../testdata/apps/arm64-pinned", "testdata/charts/caps", "testdata/kustomize/canonical", "testdata/dir"}
 	for _, app := range apps {
+		// The directory options reach the worker: testdata/dir differs without them.
 		opts := Options{RepoRoot: moduleRoot, AppName: "web", Namespace: "shop", KubeVersion: "1.31.0",
-			HelmParameters: map[string]string{"replicaCount": "2"}}
+			HelmParameters: map[string]string{"replicaCount": "2"},
+			Directory:      DirectoryOptions{Recurse: true, Exclude: "nested/deeper/*"}}
 		want, werr := InProcess{}.Open(context.Background(), app, opts)
 		got, gerr := tw.Open(context.Background(), app, opts)
 		if werr != nil || gerr != nil {

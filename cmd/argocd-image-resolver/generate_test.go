@@ -284,8 +284,8 @@ func TestGenerateBadInput(t *testing.T) {
 		{"policy file with an unknown key",
 			map[string]string{"d.yaml": fmt.Sprintf(deployment, "registry.demo.local/demo/web:1.0.0"), ".argocd-image-resolver.yaml": policy + "    strategey: semver\n"},
 			nil, []string{".argocd-image-resolver.yaml", "strategey"}},
-		{"YAML that does not parse",
-			map[string]string{"d.yaml": "kind: Deployment\nmetadata: [\n", ".argocd-image-resolver.yaml": policy},
+		{"YAML that does not parse", // with apiVersion, kind and metadata: Argo CD skips a file without them
+			map[string]string{"d.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: [\n", ".argocd-image-resolver.yaml": policy},
 			nil, []string{"d.yaml"}},
 		{"image field that is not a string",
 			map[string]string{"d.yaml": fmt.Sprintf(deployment, "{repo: x}"), ".argocd-image-resolver.yaml": policy},
