@@ -175,3 +175,28 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// The plugin renders as Helm 4 (Argo CD v3.5 and later), where Helm 3 differs
+// (docs/rendering.md): null values of a parent chart, and the Kubernetes version as given.
+// The expectations are helm 4.3.1's own output for these charts.
+func TestRenderHelmAsHelm4(t *testing.T) {
+	root := writeTree(t, t.TempDir(), map[string]string{
+		"app/Chart.yaml":                   "apiVersion: v2\nname: app\nversion: 0.1.0\ndependencies:\n- name: sub\n  version: 0.1.0\n",
+		"app/values.yaml":                  "own: 1\nownNull: null\nsub:\n  removedByParent: null\n  nested:\n    k: null\n",
+		"app/templates/cm.yaml":            configMapTemplate,
+		"app/templates/caps.yaml":          "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: caps\ndata:\n  v: {{ .Capabilities.KubeVersion.Version | quote }}\n",
+		"app/charts/sub/Chart.yaml":        "apiVersion: v2\nname: sub\nversion: 0.1.0\n",
+		"app/charts/sub/values.yaml":       "removedByParent: default\nkept: default\nnested:\n  k: default\n  j: default\nownNull: null\n",
+		"app/charts/sub/templates/cm.yaml": configMapTemplate,
+	})
+	got, err := renderedData(t, root, "app", Options{KubeVersion: "1.31"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := `{"global":{},"kept":"default","nested":{"j":"default","k":"default"},"removedByParent":"default"}`
+	for name, want := range map[string]string{"sub": sub, "app": `{"own":1,"sub":` + sub + `}`, "caps": "v1.31"} {
+		if got[name] != want {
+			t.Errorf("%s: %s\nwant (helm 4.3.1) %s", name, got[name], want)
+		}
+	}
+}

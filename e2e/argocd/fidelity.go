@@ -48,6 +48,10 @@ type CorpusApp struct {
 // app, except those skipped with a reason.
 var fidelitySources = []CorpusSource{
 	{Prefix: "t", Dir: "testdata/apps", Plain: []string{"plain-cron", "arm64-pinned"}},
+	// Charts of our own for what the trees above do not render as objects: a parent
+	// chart's null values (Helm's issue-9027 chart prints values, not objects) and what
+	// a chart sees of the cluster and the release.
+	{Prefix: "e", Dir: "e2e/argocd/testdata/fidelity"},
 	{Prefix: "h", Module: "helm.sh/helm/v4@v4.3.1", Dir: "pkg/cmd/testdata/testcharts"},
 	{Prefix: "k", Module: "github.com/argoproj/argo-cd/v3@v3.6.1", Dir: "util/kustomize/testdata", Skip: map[string]string{
 		"kustomize-with-version-override": "its .argocd-source.yaml sets a Kustomize version: Argo CD itself refuses it as a plugin app",
