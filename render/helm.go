@@ -16,6 +16,7 @@ import (
 	"helm.sh/helm/v4/pkg/engine"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"helm.sh/helm/v4/pkg/strvals"
+	k8sversion "k8s.io/apimachinery/pkg/util/version"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
@@ -64,15 +65,24 @@ func renderHelm(ctx context.Context, dir string, b *boundary, opts Options) ([]*
 	return parseYAML("helm template output", out)
 }
 
-// helmCapabilities are Helm's .Capabilities as `helm template --kube-version V
-// --api-versions A...` sets them: Helm's defaults, the given version and the given API
-// versions added to the built-in ones.
+// helmCapabilities are Helm's .Capabilities as Argo CD's `helm template --kube-version
+// V --api-versions A...` sets them: Helm's defaults, the version as Argo CD normalises
+// it, and the given API versions added to the built-in ones.
 func helmCapabilities(opts Options) (*common.Capabilities, error) {
 	caps := common.DefaultCapabilities.Copy()
 	if opts.KubeVersion != "" {
-		kv, err := common.ParseKubeVersion(opts.KubeVersion)
+		const accepted = "a Kubernetes version such as 1.31 or v1.31.2"
+		// Argo CD v3.5 and later pass Helm and plugins the cluster's version as
+		// util/version.ParseGeneric reads it (1.31.14, suffixes dropped); v2 passes
+		// "1.31", which its Helm 3 printed as v1.31.0. Major.minor.patch, the patch 0
+		// when not given, agrees with the native render on both.
+		generic, err := k8sversion.ParseGeneric(opts.KubeVersion)
 		if err != nil {
-			return nil, fmt.Errorf("kube version %q: %w (accepted: a Kubernetes version such as 1.31 or v1.31.2)", opts.KubeVersion, err)
+			return nil, fmt.Errorf("kube version %q: %w (accepted: %s)", opts.KubeVersion, err, accepted)
+		}
+		kv, err := common.ParseKubeVersion(fmt.Sprintf("%d.%d.%d", generic.Major(), generic.Minor(), generic.Patch()))
+		if err != nil {
+			return nil, fmt.Errorf("kube version %q: %w (accepted: %s)", opts.KubeVersion, err, accepted)
 		}
 		caps.KubeVersion = *kv
 	}

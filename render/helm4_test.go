@@ -177,8 +177,9 @@ func errString(err error) string {
 }
 
 // The plugin renders as Helm 4 (Argo CD v3.5 and later), where Helm 3 differs
-// (docs/rendering.md): null values of a parent chart, and the Kubernetes version as given.
-// The expectations are helm 4.3.1's own output for these charts.
+// (docs/rendering.md): null values of a parent chart; and the Kubernetes version as Argo
+// CD v3.5 and later pass it (1.31 is 1.31.0, which Helm 3 printed for 1.31 too). The
+// expectations are helm 4.3.1's own output for these charts.
 func TestRenderHelmAsHelm4(t *testing.T) {
 	root := writeTree(t, t.TempDir(), map[string]string{
 		"app/Chart.yaml":                   "apiVersion: v2\nname: app\nversion: 0.1.0\ndependencies:\n- name: sub\n  version: 0.1.0\n",
@@ -194,7 +195,7 @@ func TestRenderHelmAsHelm4(t *testing.T) {
 		t.Fatal(err)
 	}
 	sub := `{"global":{},"kept":"default","nested":{"j":"default","k":"default"},"removedByParent":"default"}`
-	for name, want := range map[string]string{"sub": sub, "app": `{"own":1,"sub":` + sub + `}`, "caps": "v1.31"} {
+	for name, want := range map[string]string{"sub": sub, "app": `{"own":1,"sub":` + sub + `}`, "caps": "v1.31.0"} {
 		if got[name] != want {
 			t.Errorf("%s: %s\nwant (helm 4.3.1) %s", name, got[name], want)
 		}
