@@ -99,6 +99,9 @@ type doc struct {
 	app      *application
 	cr       *imageUpdater
 	consumed string // for argocd-image-updater's own objects: the comment replacing them
+	// stripped are the fields the API server set that were removed (kubectl get
+	// -o yaml prints them), to say so above the object.
+	stripped []string
 }
 
 // application is an Argo CD Application of the input.
@@ -124,12 +127,13 @@ func (a *application) label() string {
 
 // imageUpdater is an ImageUpdater resource of the input.
 type imageUpdater struct {
-	d        *doc
-	label    string
-	spec     crSpec
-	unread   []string
-	selected [][]string // per applicationRef, the Applications it selects
-	findings []Finding
+	d               *doc
+	name, namespace string
+	label           string
+	spec            crSpec
+	unread          []string
+	selected        [][]string // per applicationRef, the Applications it selects
+	findings        []Finding
 }
 
 // Migrate migrates the inputs.
@@ -290,6 +294,18 @@ func (cr *imageUpdater) describeReplacement() {
 	if len(parts) > 0 {
 		cr.d.consumed += " (" + strings.Join(parts, "; ") + ")"
 	}
+	cr.d.consumed += "; " + cr.deleteAdvice()
+}
+
+// deleteAdvice says that the ImageUpdater must be deleted by hand: migrate prints
+// no object for it, and while it is in the cluster argocd-image-updater goes on
+// updating the Applications it selects, now the plugin's.
+func (cr *imageUpdater) deleteAdvice() string {
+	cmd := "kubectl delete imageupdaters.argocd-image-updater.argoproj.io " + cr.name
+	if cr.namespace != "" {
+		cmd += " -n " + cr.namespace
+	}
+	return fmt.Sprintf("delete the ImageUpdater from the cluster once every Application it selects is migrated and applied (%s), or argocd-image-updater keeps acting on them", cmd)
 }
 
 // writeManifests writes the output stream, document by document in input order:
@@ -310,7 +326,11 @@ func (m *migration) writeManifests() error {
 		case d.consumed != "":
 			err = w.emit([]string{"argocd-image-resolver migrate: " + d.consumed}, nil)
 		default:
-			err = w.emit(nil, d.node)
+			var comments []string
+			if len(d.stripped) > 0 {
+				comments = []string{"argocd-image-resolver migrate: " + strippedText(d.stripped)}
+			}
+			err = w.emit(comments, d.node)
 		}
 		if err != nil {
 			return err
@@ -325,6 +345,9 @@ func (m *migration) writeManifests() error {
 func (m *migration) migrateApplication(a *application) []string {
 	c := convert(a.conf, appSource{repoURL: a.repoURL, path: a.srcPath})
 	c.findings = append(slices.Clone(a.extra), c.findings...)
+	if len(a.d.stripped) > 0 {
+		c.add(Note, "%s", strippedText(a.d.stripped))
+	}
 	rewriteApplication(a, c.params, &c, m.opts.PluginName)
 	m.regs.addCredentials(a.label(), c.creds, &c)
 	fs := sortFindings(c.findings)
@@ -377,6 +400,11 @@ func (m *migration) writeRegistries() error {
 		m.res.Objects = append(m.res.Objects, ObjectFindings{Object: "registries", Findings: sortFindings(rf)})
 	}
 	return nil
+}
+
+// strippedText says which fields the API server set were removed, and why.
+func strippedText(fields []string) string {
+	return fmt.Sprintf("%s: set by the API server (kubectl get -o yaml prints them); removed, as applied back they fail (a stale resourceVersion) or conflict", strings.Join(fields, ", "))
 }
 
 func findingLines(fs []Finding) []string {

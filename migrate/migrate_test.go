@@ -141,11 +141,13 @@ func TestFindings(t *testing.T) {
 		{"migration-guide-annotations.yaml", "Application production-app", Note, []string{`write-back-method "git" is pin-mode use`}},
 		{"migration-guide-annotations.yaml", "Application production-app", Note, []string{`"helmvalues:./values.yaml" is written helmvalues:values.yaml`}},
 		{"write-back.yaml", "Application argocd/kustomize-base", Lost, []string{`"kustomization:../../base"`, "only the app's own kustomization.yaml"}},
-		{"write-back.yaml", "Application argocd/helm-test", Lost, []string{`git-branch "main:image-updater-{{.SHA256}}"`, "new branch", `committed to "main"`}},
+		{"write-back.yaml", "Application argocd/helm-test", Differs, []string{`git-branch "main:image-updater-{{.SHA256}}"`, "new branch", "pin-push pull-request", `pull request into "main"`}},
 		{"write-back.yaml", "Application argocd/helm-test", Note, []string{`alias "web.frontend" is written "web_frontend"`}},
 		{"write-back.yaml", "Application argocd/plain", Lost, []string{"git credentials \"secret:argocd/git-creds\""}},
 		{"write-back.yaml", "Application argocd/plain", Lost, []string{"spec.sources", "multi-source"}},
 		{"write-back.yaml", "Application argocd/kustomize-overlay", Note, []string{"applicationRefs[1] selects this app too"}},
+		{"kubectl-get.yaml", "Application argocd/checkout", Differs, []string{`gitConfig.branch: git-branch "main:image-updater-{{.SHA256}}"`, "pin-push pull-request"}},
+		{"kubectl-get.yaml", "Application argocd/checkout", Note, []string{"metadata.resourceVersion, metadata.uid", "status: set by the API server"}},
 		{"pull-request.yaml", "Application argocd/my-app", Note, []string{"spec.writeBackConfig.gitConfig.pullRequest (github) is pin-push pull-request", "image-resolver/<app>", "git.forges"}},
 		{"pull-request.yaml", "Application argocd/gitlab-app", Note, []string{"spec.applicationRefs[1].writeBackConfig.gitConfig.pullRequest (gitlab) is pin-push pull-request"}},
 		{"pull-request.yaml", "Application argocd/live-app", Note, []string{"spec.applicationRefs[2].writeBackConfig.gitConfig.pullRequest: used by argocd-image-updater only with write-back-method git"}},
@@ -159,7 +161,8 @@ func TestFindings(t *testing.T) {
 		{"directory-options.yaml", "Application sealed", Lost, []string{`spec.source.directory.include "{*.yaml.sealed,*.yaml"`, "unclosed {", "parameter directory-include refuses it"}},
 		// Registries.
 		{"registries-doc.yaml", "registries", Note, []string{"(Docker Hub) default: true: not needed"}},
-		{"registries-doc.yaml", "registries", Note, []string{"(acr-name) credentials", "credentials: acr"}},
+		{"registries-doc.yaml", "registries", Lost, []string{"(acr-name) credentials", "cannot run", "write credentials: acr instead"}},
+		{"images-doc-annotations.yaml", "Application pull-secrets", Lost, []string{`pull-secret credentials "ext:/scripts/creds.sh"`, "cannot run", "static executable"}},
 		{"registries-doc.yaml", "registries", Lost, []string{"data.git.user"}},
 	}
 	cache := map[string]*Result{}
@@ -219,7 +222,7 @@ func TestParameters(t *testing.T) {
 		{"pull-request.yaml", "my-app", map[string]string{"pin-mode": "use", "pin-branch": "main", "pin-push": "pull-request", "pin-pr-group": ""}},
 		{"pull-request.yaml", "gitlab-app", map[string]string{"pin-mode": "use", "pin-push": "pull-request"}},
 		{"pull-request.yaml", "live-app", map[string]string{"pin-mode": "", "pin-push": ""}},
-		{"write-back.yaml", "helm-test", map[string]string{"pin-push": ""}},
+		{"write-back.yaml", "helm-test", map[string]string{"pin-push": "pull-request"}}, // main:image-updater-{{.SHA256}}: a write branch
 		{"directory-options.yaml", "recurse-include-exclude", map[string]string{
 			"directory-recurse": "true", "directory-include": "*.yaml", "directory-exclude": "{config.json,env-usw2/*}",
 		}},

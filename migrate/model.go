@@ -101,6 +101,11 @@ var aliasKeys = []string{
 	"helm.image-name", "helm.image-tag", "helm.image-spec", "kustomize.image-name",
 }
 
+// writeBranchHint follows the name of a key for a separate write branch that
+// argocd-image-updater does not read (annotation git-write-branch, gitConfig's
+// writeBranch): it had no effect there.
+const writeBranchHint = " (it had no effect there: argocd-image-updater's separate write branch is written %s: <base>:<write branch>, which migrate carries over as pin-push pull-request)"
+
 // normaliseAlias is argocd-image-updater's rule for annotation keys: "/" in an
 // alias is written "_".
 func normaliseAlias(a string) string { return strings.ReplaceAll(a, "/", "_") }
@@ -140,7 +145,11 @@ func fromAnnotations(ann map[string]string) *appConf {
 			}
 		}
 		if !matched {
-			c.unread = append(c.unread, fmt.Sprintf("annotation %s: not a key of argocd-image-updater's documentation", k))
+			hint := ""
+			if key == "git-write-branch" {
+				hint = fmt.Sprintf(writeBranchHint, "git-branch")
+			}
+			c.unread = append(c.unread, fmt.Sprintf("annotation %s: not a key of argocd-image-updater's documentation%s", k, hint))
 		}
 	}
 	if il, ok := ann[AnnotationPrefix+"image-list"]; ok {

@@ -13,6 +13,8 @@ import (
 	"gopkg.in/yaml.v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/internal/yamlerr"
 )
 
 // readDocs reads the documents of one input.
@@ -27,6 +29,9 @@ func readDocs(in Input) ([]*doc, error) {
 		}
 		if err != nil {
 			return nil, &InputError{Input: in.Name, Err: fmt.Errorf("not YAML: %w", err)}
+		}
+		if err := duplicateKey(&node, "", "; two objects in one document? separate them with a line ---"); err != nil {
+			return nil, &InputError{Input: in.Name, Doc: n, Err: err}
 		}
 		if len(node.Content) == 0 || node.Content[0].Kind == yaml.ScalarNode && node.Content[0].Tag == "!!null" {
 			continue // an empty document
@@ -55,7 +60,99 @@ func newDoc(input string, n int, node *yaml.Node) *doc {
 	if g, _, ok := strings.Cut(mapString(root, "apiVersion"), "/"); ok {
 		d.group = g
 	}
+	d.stripped = stripServerFields(root)
 	return d
+}
+
+// duplicateKey refuses a mapping that repeats a key, as the plugin's policy file
+// and the sidecar's configuration file do (key path, line and column as
+// internal/yamlerr writes a place): a YAML decoder keeps one of the two values
+// silently, so two manifests joined without "---" would be read as one object with
+// the second one's metadata. A merge key (<<) is not a key of its own. topHint
+// follows the message for a key of the document's top level.
+func duplicateKey(n *yaml.Node, path, topHint string) error {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if err := duplicateKey(c, path, topHint); err != nil {
+				return err
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			if err := duplicateKey(c, fmt.Sprintf("%s[%d]", path, i), topHint); err != nil {
+				return err
+			}
+		}
+	case yaml.MappingNode:
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			kp := path
+			if k.Kind == yaml.ScalarNode && k.Tag != "!!merge" {
+				kp = joinKey(path, k.Value)
+				if first, dup := seen[k.Value]; dup {
+					hint := ""
+					if path == "" {
+						hint = topHint
+					}
+					where := (&yamlerr.Error{Line: k.Line, Column: k.Column}).Where()
+					return fmt.Errorf("key %s%s: duplicate key (first at line %d)%s", kp, where, first, hint)
+				}
+				seen[k.Value] = k.Line
+			}
+			if err := duplicateKey(v, kp, topHint); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func joinKey(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// serverMetadata are the metadata fields the API server sets, which kubectl get
+// -o yaml prints: applied back, a stale resourceVersion fails, managedFields and
+// kubectl's last-applied-configuration conflict with the object's new owner.
+var serverMetadata = []string{"resourceVersion", "uid", "generation", "creationTimestamp", "managedFields", "selfLink"}
+
+// lastApplied is kubectl apply's record of the object as last applied: an
+// Application's still names argocd-image-updater's annotations.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// stripServerFields removes from a Kubernetes object (a mapping with apiVersion
+// and kind) the fields the API server sets: serverMetadata, status, and the
+// last-applied-configuration annotation. It returns the fields removed, to say so.
+func stripServerFields(root *yaml.Node) []string {
+	if mapString(root, "apiVersion") == "" || mapString(root, "kind") == "" {
+		return nil
+	}
+	var removed []string
+	if md := mapGet(root, "metadata"); md != nil && md.Kind == yaml.MappingNode {
+		for _, k := range serverMetadata {
+			if mapGet(md, k) != nil {
+				mapDelete(md, k)
+				removed = append(removed, "metadata."+k)
+			}
+		}
+		if ann := mapGet(md, "annotations"); ann != nil && ann.Kind == yaml.MappingNode && mapGet(ann, lastApplied) != nil {
+			mapDelete(ann, lastApplied)
+			removed = append(removed, "annotation "+lastApplied)
+			if len(ann.Content) == 0 {
+				mapDelete(md, "annotations")
+			}
+		}
+	}
+	if mapGet(root, "status") != nil {
+		mapDelete(root, "status")
+		removed = append(removed, "status")
+	}
+	return removed
 }
 
 // mapGet returns the value of key in a mapping node, or nil.
@@ -151,9 +248,10 @@ func toJSON(n *yaml.Node) ([]byte, error) {
 
 func readImageUpdater(d *doc) (*imageUpdater, error) {
 	md := mapGet(d.root, "metadata")
-	cr := &imageUpdater{d: d, label: "ImageUpdater " + mapString(md, "name")}
-	if ns := mapString(md, "namespace"); ns != "" {
-		cr.label = "ImageUpdater " + ns + "/" + mapString(md, "name")
+	cr := &imageUpdater{d: d, name: mapString(md, "name"), namespace: mapString(md, "namespace")}
+	cr.label = "ImageUpdater " + cr.name
+	if cr.namespace != "" {
+		cr.label = "ImageUpdater " + cr.namespace + "/" + cr.name
 	}
 	spec := mapGet(d.root, "spec")
 	if spec == nil {
@@ -173,7 +271,11 @@ func readImageUpdater(d *doc) (*imageUpdater, error) {
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			if k := n.Content[i].Value; !slices.Contains(known, k) {
-				cr.unread = append(cr.unread, fmt.Sprintf("%s %s.%s: unknown to migrate", cr.label, at, k))
+				hint := ""
+				if k == "writeBranch" && strings.HasSuffix(at, ".gitConfig") {
+					hint = fmt.Sprintf(writeBranchHint, "gitConfig.branch")
+				}
+				cr.unread = append(cr.unread, fmt.Sprintf("%s %s.%s: unknown to migrate%s", cr.label, at, k, hint))
 			}
 		}
 	}

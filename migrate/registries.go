@@ -76,6 +76,9 @@ func (r *registries) readConfigMap(d *doc) error {
 			if err := yaml.Unmarshal([]byte(v), &node); err != nil {
 				return &InputError{Input: d.input, Doc: d.n, Err: fmt.Errorf("%s data.registries.conf: not YAML: %w", label, err)}
 			}
+			if err := duplicateKey(&node, "", ""); err != nil {
+				return &InputError{Input: d.input, Doc: d.n, Err: fmt.Errorf("%s data.registries.conf (lines of its text): %w", label, err)}
+			}
 			if len(node.Content) == 0 {
 				continue
 			}
@@ -148,7 +151,6 @@ func (r *registries) readEntry(m map[string]any, from string) {
 		r.add(Lost, "%s ca_file: not with insecure; the resolver takes one or the other", where)
 		cfg.CA = ""
 	}
-	r.noteCloudCredentials(cfg, where)
 	checked, err := check(cfg)
 	if err != nil {
 		r.add(Lost, "%s: %v", where, err)
@@ -159,6 +161,9 @@ func (r *registries) readEntry(m map[string]any, from string) {
 		return
 	}
 	r.entries = append(r.entries, &regEntry{cfg: checked, from: []string{where}})
+	if t := extCredentials(checked.Credentials, checked.Prefix); t != "" {
+		r.add(Lost, "%s %s", where, t)
+	}
 }
 
 // readEntryKey carries key k of a registry entry over into cfg: v is its value
@@ -243,18 +248,28 @@ func (r *registries) readAPIURL(cfg *resolve.RegistryConfig, where, v string) {
 	}
 }
 
-// noteCloudCredentials says that the resolver reads ECR's and ACR's credentials
-// itself: argocd-image-updater's cloud registries need scripts (ext:).
-func (r *registries) noteCloudCredentials(cfg resolve.RegistryConfig, where string) {
-	if !strings.HasPrefix(cfg.Credentials, resolve.CredExt+":") {
-		return
+// extCredentials says what an ext: credential script becomes, or "" for another
+// source: kept in the registries file, but a script written for
+// argocd-image-updater's image cannot run in the sidecar's, which has no shell and
+// no tools (only the resolver's static binaries and CA certificates); and its path is
+// a file of argocd-image-updater's pod. It proposes the native keychain of the
+// registry's cloud when the prefix's host is one (as the resolver itself accepts
+// ecr, google and acr), else what runs there.
+func extCredentials(source, prefix string) string {
+	if !strings.HasPrefix(source, resolve.CredExt+":") {
+		return ""
 	}
-	host, _, _ := strings.Cut(cfg.Prefix, "/")
-	if _, _, ok := resolve.ECRHost(host); ok {
-		r.add(Note, "%s credentials %q: carried over; the resolver also reads ECR credentials itself (credentials: ecr, through IRSA or EKS Pod Identity; docs/registries.md)", where, cfg.Credentials)
-	} else if strings.HasSuffix(host, ".azurecr.io") {
-		r.add(Note, "%s credentials %q: carried over; the resolver also reads ACR credentials itself (credentials: acr, through AKS Workload Identity; docs/registries.md)", where, cfg.Credentials)
+	text := fmt.Sprintf("credentials %q: kept, but it cannot run as it is: the sidecar image has no shell and no tools (no sh, curl, aws, gcloud or az), and the script is a file of argocd-image-updater's pod, not of the sidecar", source)
+	for _, k := range []struct{ kind, what string }{
+		{resolve.CredECR, "the resolver gets ECR's token itself through the AWS SDK (IRSA or EKS Pod Identity for argocd-repo-server's service account; docs/registries.md, Amazon ECR)"},
+		{resolve.CredGoogle, "the resolver gets Artifact Registry's and Container Registry's tokens itself from Application Default Credentials (GKE Workload Identity; docs/registries.md, Google Artifact Registry and Container Registry)"},
+		{resolve.CredACR, "the resolver gets ACR's token itself through Entra ID (AKS Workload Identity or a managed identity; docs/registries.md, Azure Container Registry)"},
+	} {
+		if _, err := check(resolve.RegistryConfig{Prefix: prefix, Credentials: k.kind}); err == nil {
+			return fmt.Sprintf("%s; write credentials: %s instead: %s", text, k.kind, k.what)
+		}
 	}
+	return text + "; mount a static executable into the sidecar at that path, or use another credential source: secret:, pullsecret:, dockerconfig: or env: (docs/registries.md, Credential sources)"
 }
 
 // sameHost compares a URL host with a registry prefix's host, Docker Hub's
@@ -294,6 +309,10 @@ func (r *registries) addCredentials(app string, creds []credential, c *converted
 			c.add(Note, "%s: pull-secret %q is the credentials of prefix %s in the registries file", cr.from, cr.source, cr.prefix)
 		default:
 			c.add(Lost, "%s: pull-secret %q for %s: the registries file has one credential per prefix, and %s gives %q", cr.from, cr.source, cr.prefix, strings.Join(e.from, "; "), e.cfg.Credentials)
+			continue
+		}
+		if t := extCredentials(cr.source, cr.prefix); t != "" {
+			c.add(Lost, "%s: pull-secret %s", cr.from, t)
 		}
 	}
 }

@@ -16,7 +16,8 @@ type writeBack struct {
 
 // convertWriteBack maps write-back-method, write-back-target, git-branch and the
 // ImageUpdater's gitConfig.pullRequest to pin-mode, pin-target, pin-branch and
-// pin-push.
+// pin-push; a separate write branch (git-branch base:write) is pin-push
+// pull-request too.
 func convertWriteBack(conf *appConf, src appSource, c *converted) writeBack {
 	var mode, target, branch string
 	git := false
@@ -52,15 +53,16 @@ func convertWriteBack(conf *appConf, src appSource, c *converted) writeBack {
 	} else {
 		c.add(Note, "write-back target: argocd-image-updater's .argocd-source-<app>.yaml is neither read nor written by the resolver; pins go to %s beside the app; remove the old file once the app renders through the plugin (Argo CD still merges it into the source)", pin.PinsFile)
 	}
+	push := ""
 	if conf.branch.set {
 		b := strings.TrimSpace(conf.branch.v)
-		base, newBranch, split := strings.Cut(b, ":")
-		into := fmt.Sprintf("%q", base)
-		if base == "" {
-			into = "the Application's branch (targetRevision)"
-		}
-		if split {
-			c.add(Lost, "%s: git-branch %q: write-back to a new branch (%s) is not supported; pins are committed to %s", conf.branch.from, b, newBranch, into)
+		// base:write, argocd-image-updater's separate write branch: it checks out
+		// base and pushes to a new branch write (a template) made from it.
+		base, write, _ := strings.Cut(b, ":")
+		base, write = strings.TrimSpace(base), strings.TrimSpace(write)
+		if write != "" {
+			push = plugin.PinPushPullRequest
+			writeBranchFinding(conf, b, base, write, c)
 		}
 		// An empty base is the Application's own branch: pin-branch's default.
 		if base != "" {
@@ -81,7 +83,27 @@ func convertWriteBack(conf *appConf, src appSource, c *converted) writeBack {
 	for _, s := range conf.gitOther {
 		c.add(Lost, "%s: set once for every app on the sidecar by the operator (git.message, git.author, git.signingKeyFile)", s.from)
 	}
-	return writeBack{mode: mode, target: target, branch: branch, push: convertPullRequest(conf.pullRequest, c)}
+	if pr := convertPullRequest(conf.pullRequest, c); pr != "" {
+		push = pr
+	}
+	return writeBack{mode: mode, target: target, branch: branch, push: push}
+}
+
+// writeBranchFinding says how a separate write branch (git-branch base:write,
+// gitConfig.branch of the ImageUpdater) is carried over: as pin-push
+// pull-request, the plugin's way to keep pins off the base branch until someone
+// merges them. The branch's name is the resolver's own, not the template.
+func writeBranchFinding(conf *appConf, value, base, write string, c *converted) {
+	into := fmt.Sprintf("%q", base)
+	if base == "" {
+		into = "the Application's branch (targetRevision)"
+	}
+	opened := "argocd-image-updater only pushed the branch"
+	if conf.pullRequest.set {
+		opened = "as gitConfig.pullRequest did there"
+	}
+	c.add(Differs, "%s: git-branch %q: argocd-image-updater pushed each update to a new branch %q made from %s; the closest here is pin-push %s: pins go to the resolver's own branch image-resolver/<app> (one per app, updated in place; the name %q is not kept) with a pull request into %s, which the resolver opens through the forge the operator configures in the sidecar's git.forges (%s); pin-push %s would commit them to %s itself",
+		conf.branch.from, value, write, into, plugin.PinPushPullRequest, write, into, opened, plugin.PinPushDirect, into)
 }
 
 // convertPullRequest maps the ImageUpdater's gitConfig.pullRequest to pin-push

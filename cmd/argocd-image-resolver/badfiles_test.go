@@ -50,6 +50,12 @@ func TestBrokenFilesExit2(t *testing.T) {
 			[]string{"preview", "DIR"}, 2, []string{"file .argocd-image-resolver.yaml (line 4, column 3): YAML syntax: did not find expected key"}},
 		{"preview: policy file misspelt key", ".argocd-image-resolver.yaml", "images:\n  web:\n    image: nginx\n    strategi: semver\n",
 			[]string{"preview", "DIR"}, 2, []string{`file .argocd-image-resolver.yaml key images.web.strategi (line 4): unknown key; did you mean "strategy"?`}},
+		{"migrate: two Applications joined without ---", "apps.yaml", migrateApp("a") + migrateApp("b"),
+			[]string{"migrate", "FILE"}, 2, []string{"FILE: document 1: key apiVersion (line 8, column 1): duplicate key (first at line 1); two objects in one document? separate them with a line ---"}},
+		{"migrate: metadata twice", "apps.yaml", migrateApp("a") + "metadata:\n  name: b\n",
+			[]string{"migrate", "FILE"}, 2, []string{"FILE: document 1: key metadata (line 8, column 1): duplicate key (first at line 3)"}},
+		{"migrate --check: an annotation twice", "apps.yaml", strings.Replace(migrateApp("a"), "  annotations:\n", "  annotations:\n    team: a\n    team: b\n", 1),
+			[]string{"migrate", "--check", "FILE"}, 2, []string{"FILE: document 1: key metadata.annotations.team (line 7, column 5): duplicate key (first at line 6)"}},
 		{"generate: policy file syntax (CMP: exit 1)", ".argocd-image-resolver.yaml", "images:\n  web:\n    image: nginx\n   strategy: semver\n",
 			[]string{"generate"}, 1, []string{"file .argocd-image-resolver.yaml (line 4, column 4): YAML syntax: did not find expected key"}},
 	} {
@@ -84,4 +90,11 @@ func TestBrokenFilesExit2(t *testing.T) {
 			}
 		})
 	}
+}
+
+// migrateApp is an Application with argocd-image-updater's annotations, as a
+// user's file holds it: seven lines.
+func migrateApp(name string) string {
+	return "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: " + name +
+		"\n  annotations:\n    argocd-image-updater.argoproj.io/image-list: web=ghcr.io/o/web\nspec: {source: {repoURL: r, path: " + name + "}}\n"
 }

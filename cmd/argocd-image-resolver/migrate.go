@@ -27,16 +27,18 @@ Applications with argocd-image-updater annotations, ImageUpdater resources
 (argocd-image-updater.argoproj.io/v1alpha1) with the Applications they select, and
 argocd-image-updater's ConfigMap or registries.conf. Print the Applications
 rewritten to name the plugin, their policy in plugin parameters, other objects as
-they were, and a registries file for the credentials and registries found (last, or
-in --registries-out). Above each Application, comments say what could not be carried
-over ("not carried over"), which words the two tools read differently and the
-spelling that keeps argocd-image-updater's meaning ("differs"), and what changed
-with nothing lost ("note"). The output is the same for the same input.
+they were (every object without the fields the API server sets: resourceVersion,
+uid, managedFields, status, ...), and a registries file for the credentials and
+registries found (last, or in --registries-out). Above each Application, comments
+say what could not be carried over ("not carried over"), which words the two tools
+read differently and the spelling that keeps argocd-image-updater's meaning
+("differs"), and what changed with nothing lost ("note"). The output is the same
+for the same input.
 
 Exit status: 0 migrated; 1 with --check, something could not be carried over (the
-list on stderr, nothing on stdout); 2 bad input (YAML that does not parse, a file
-that cannot be read, a resource with fields of the wrong type, inputs over
---max-input).`,
+list on stderr, nothing on stdout); 2 bad input (YAML that does not parse, a key
+repeated in a mapping, a file that cannot be read, a resource with fields of the
+wrong type, inputs over --max-input).`,
 		Example: `  argocd-image-resolver migrate apps/*.yaml > migrated.yaml
   kubectl get applications.argoproj.io,imageupdaters -n argocd -o yaml | argocd-image-resolver migrate --registries-out registries.yaml
   argocd-image-resolver migrate --check apps/web.yaml`,
