@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 
@@ -86,14 +87,14 @@ func (p *prTarget) ensureOne(ctx context.Context, base string, g *prGroup, byHea
 		res.Action, pr = PRUnchanged, listed
 	case isOpen:
 		res.Action = PRUpdated
-		pr, err = p.forge.Forge.Update(ctx, p.forge.Repo, listed.Number, spec)
+		pr, err = p.update(ctx, listed.Number, spec)
 	case known != 0 && !g.tip.IsZero() && !pending && said == specSum(spec):
 		res.Action, pr.Number = PRUnchanged, known
 	case known != 0 && !g.tip.IsZero() && (g.pushed || !pending):
 		// a newer pin (pushed here, or by another replica whose update this
 		// writer has not seen): the same pull request, updated
 		res.Action = PRUpdated
-		if pr, err = p.forge.Forge.Update(ctx, p.forge.Repo, known, spec); err == nil && pr.State != forge.StateOpen {
+		if pr, err = p.update(ctx, known, spec); err == nil && pr.State != forge.StateOpen {
 			res.Action = PRCreated // closed since: a newer pin opens a new one
 			pr, err = p.forge.Forge.Create(ctx, p.forge.Repo, spec)
 		}
@@ -139,16 +140,34 @@ func (p *prTarget) createOrAdopt(ctx context.Context, spec forge.Spec, res *Pull
 			return o, nil
 		}
 		res.Action = PRUpdated
-		return p.forge.Forge.Update(ctx, p.forge.Repo, o.Number, spec)
+		return p.update(ctx, o.Number, spec)
 	}
 	return pr, err
 }
 
+// update edits pull request number to carry spec. A 409 there is another
+// replica editing the same pull request at that moment (Gitea: "the issue is
+// already changed"): an editConflict, which the next attempt reads again.
+func (p *prTarget) update(ctx context.Context, number int, spec forge.Spec) (forge.PullRequest, error) {
+	pr, err := p.forge.Forge.Update(ctx, p.forge.Repo, number, spec)
+	var fe *forge.Error
+	if errors.As(err, &fe) && fe.Status == http.StatusConflict {
+		err = editConflict{err}
+	}
+	return pr, err
+}
+
+// editConflict is a forge's 409 on an update of a pull request (see update).
+type editConflict struct{ error }
+
+func (e editConflict) Unwrap() error { return e.error }
+
 // forgeFailed is a failed attempt for a forge's refusal: retried when the
-// forge may answer later (after its Retry-After), else permanent.
+// forge may answer later (after its Retry-After) or another replica's edit
+// crossed ours, else permanent.
 func (p *prTarget) forgeFailed(what string, err error) *attemptError {
 	kind := kindPermanent
-	if forge.Retryable(err) {
+	if forge.Retryable(err) || errors.As(err, new(editConflict)) {
 		kind = kindTransient
 	}
 	msg := p.remote.scrub(fmt.Sprintf("git repository %s: %s on %s: %v", p.remote.shown, what, p.forge.Forge.Kind(), err))

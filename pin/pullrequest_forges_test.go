@@ -25,6 +25,8 @@ type forgeCase struct {
 	fail      func(op string, n int, f forgetest.Failure)
 	rateLimit forgetest.Failure
 	invalid   forgetest.Failure
+	update    string            // the update request's route
+	conflict  forgetest.Failure // a 409 on it: another replica's edit crossed ours
 	opened    func(branch string) (labels, assignees, reviewers []string, autoMerge bool, ok bool)
 	total     func() int
 }
@@ -35,6 +37,7 @@ func githubCase(t *testing.T) forgeCase {
 	s.AddUsers("alice", "bob")
 	return forgeCase{kind: forge.KindGitHub, api: s.URL, token: s.Token, create: forgetest.GitHubCreatePull, fail: s.FailNext,
 		rateLimit: s.SecondaryRateLimit(403, time.Second), invalid: s.Validation("A pull request already exists for org:image-resolver/api."),
+		update: forgetest.GitHubUpdatePull, conflict: s.Refusal(409),
 		opened: func(branch string) ([]string, []string, []string, bool, bool) {
 			for _, pr := range s.PRs("org/apps") {
 				if pr.Head == branch && pr.State == "open" {
@@ -51,6 +54,7 @@ func gitlabCase(t *testing.T) forgeCase {
 	s.AddUsers("alice", "bob")
 	return forgeCase{kind: forge.KindGitLab, api: s.URL, token: s.Token, create: forgetest.GitLabCreateMR, fail: s.FailNext,
 		rateLimit: s.RateLimit(time.Second, time.Second), invalid: s.Refusal(409),
+		update: forgetest.GitLabUpdateMR, conflict: s.Refusal(409),
 		opened: func(branch string) ([]string, []string, []string, bool, bool) {
 			for _, mr := range s.MRs("org/apps") {
 				if mr.SourceBranch == branch && mr.State == "opened" {
@@ -103,6 +107,14 @@ func TestPullRequestsOnGitHubAndGitLab(t *testing.T) {
 			}
 			if waited := time.Since(start); waited < time.Second {
 				t.Errorf("retried after %s: the forge's Retry-After (1s) was not honoured", waited)
+			}
+
+			// A 409 on an update (another replica edited the same pull request at
+			// that moment): the attempt is retried and the pull request updated.
+			fc.fail(fc.update, 1, fc.conflict)
+			res = write(t, w, change("web", "ghcr.io/org/web:1.2.0"))
+			if got := actions(res); got != "image-resolver/web=updated" || res.Attempts != 2 {
+				t.Errorf("after a 409 on the update: %s in %d attempts, want updated in 2", got, res.Attempts)
 			}
 
 			// A validation refusal: not retried, said clearly, no token.
