@@ -11,18 +11,10 @@ import (
 	"testing"
 )
 
-// writeTree writes files (path relative to root: content) and returns root.
+// writeTree writes files (writeFiles) into root and returns root.
 func writeTree(t *testing.T, root string, files map[string]string) string {
 	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, root, files)
 	return root
 }
 
