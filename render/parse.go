@@ -37,28 +37,6 @@ func parseYAML(source string, data []byte) ([]*kyaml.RNode, error) {
 	}
 }
 
-// parseJSON reads one or more JSON values (normally one object) and turns each into
-// a block-style YAML node, keeping the key order of the file.
-func parseJSON(source string, data []byte) ([]*kyaml.RNode, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var out []*kyaml.RNode
-	for doc := 1; ; doc++ {
-		n, err := jsonNode(dec)
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: JSON value %d: %w", source, doc, err)
-		}
-		objs, err := documentObjects(n)
-		if err != nil {
-			return nil, fmt.Errorf("%s: JSON value %d: %w", source, doc, err)
-		}
-		out = append(out, objs...)
-	}
-}
-
 // documentObjects validates one decoded document and flattens List kinds.
 func documentObjects(n *kyaml.Node) ([]*kyaml.RNode, error) {
 	if n.Kind == kyaml.DocumentNode {
