@@ -39,7 +39,10 @@ type Metrics struct {
 	CacheStale   *prometheus.CounterVec // layer
 	Evictions    *prometheus.CounterVec // layer
 	RefreshAhead *prometheus.CounterVec // layer, result
-	Shared       *prometheus.CounterVec // layer
+	// Revalidations counts entries read again before their TTL ended because a
+	// push was announced (a registry webhook) or an app was hard-refreshed.
+	Revalidations *prometheus.CounterVec // layer, result
+	Shared        *prometheus.CounterVec // layer
 
 	*resolve.TransportMetrics
 }
@@ -54,13 +57,14 @@ func NewMetrics() *Metrics {
 		return c
 	}
 	m := &Metrics{
-		Registry:     reg,
-		CacheHits:    f("cache_hits_total", "Cache lookups answered by a fresh entry.", "layer"),
-		CacheMisses:  f("cache_misses_total", "Cache lookups not answered from memory (absent or expired entry): read from Redis when the daemons share it (cache_redis_hits_total), else fetched from the registry.", "layer"),
-		CacheStale:   f("cache_stale_serves_total", "Expired entries served because the registry failed (stale-if-error).", "layer"),
-		Evictions:    f("cache_evictions_total", "Entries evicted from the size-bounded caches.", "layer"),
-		RefreshAhead: f("refresh_ahead_total", "Background refreshes of entries in use before they expire, by result (ok, error).", "layer", "result"),
-		Shared:       f("singleflight_shared_total", "Lookups that joined a registry fetch already in flight instead of starting one.", "layer"),
+		Registry:      reg,
+		CacheHits:     f("cache_hits_total", "Cache lookups answered by a fresh entry.", "layer"),
+		CacheMisses:   f("cache_misses_total", "Cache lookups not answered from memory (absent or expired entry): read from Redis when the daemons share it (cache_redis_hits_total), else fetched from the registry.", "layer"),
+		CacheStale:    f("cache_stale_serves_total", "Expired entries served because the registry failed (stale-if-error).", "layer"),
+		Evictions:     f("cache_evictions_total", "Entries evicted from the size-bounded caches.", "layer"),
+		RefreshAhead:  f("refresh_ahead_total", "Background refreshes of entries in use before they expire, by result (ok, error).", "layer", "result"),
+		Revalidations: f("cache_revalidations_total", "Entries read again from the registry before their TTL ended, because a registry webhook announced a push to the repository or an app was hard-refreshed (docs/freshness.md), by result (ok, error).", "layer", "result"),
+		Shared:        f("singleflight_shared_total", "Lookups that joined a registry fetch already in flight instead of starting one.", "layer"),
 	}
 	m.TransportMetrics = resolve.NewTransportMetrics(reg)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -74,6 +78,8 @@ func NewMetrics() *Metrics {
 			m.CacheStale.WithLabelValues(l)
 			m.RefreshAhead.WithLabelValues(l, "ok")
 			m.RefreshAhead.WithLabelValues(l, "error")
+			m.Revalidations.WithLabelValues(l, "ok")
+			m.Revalidations.WithLabelValues(l, "error")
 		} else {
 			m.Evictions.WithLabelValues(l)
 		}

@@ -131,6 +131,11 @@ type Redis struct {
 	wmu     sync.Mutex
 	waiters map[string]map[chan struct{}]struct{}
 	ps      *redis.PubSub
+	// pushed is the channel of pushes announced (AnnouncePush); onPushed hears
+	// the other daemons' ones.
+	pushed    string
+	onPushed  atomic.Pointer[func(string)]
+	ownPushes map[string]struct{} // notices this daemon sent, until their echo (guarded by wmu)
 
 	// onLeaseWait, when set (a test hook, before the Redis is used), is told when
 	// a fetch starts waiting for the lease another daemon holds.
@@ -184,7 +189,7 @@ func NewRedis(o RedisOptions, m *Metrics) (*Redis, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Redis{c: redis.NewClient(opts), o: o, m: rm, log: log, ctx: ctx, cancel: cancel, keys: keys,
 		budget:  newDecodeBudget(o.DecodeMemory, o.Timeout),
-		channel: o.KeyPrefix + redisFormat + ":filled", waiters: map[string]map[chan struct{}]struct{}{}}
+		channel: o.KeyPrefix + redisFormat + ":filled", pushed: o.KeyPrefix + redisFormat + ":pushed", waiters: map[string]map[chan struct{}]struct{}{}}
 	if !keys.on() {
 		log.Warn("redis values are not authenticated: any writer to this Redis can make the daemons believe tag lists, " +
 			"the digests tags point at and signature verdicts; set redis.macKeyFile (docs/redis.md)")
@@ -281,7 +286,7 @@ func (r *Redis) connect() {
 // listen subscribes to the notices of filled keys and wakes their waiters;
 // go-redis resubscribes after a lost connection.
 func (r *Redis) listen() {
-	r.ps = r.c.Subscribe(r.ctx, r.channel)
+	r.ps = r.c.Subscribe(r.ctx, r.channel, r.pushed)
 	ch := r.ps.Channel(redis.WithChannelSize(1024))
 	r.goBackground(func() {
 		for {
@@ -291,6 +296,10 @@ func (r *Redis) listen() {
 			case msg, ok := <-ch:
 				if !ok {
 					return
+				}
+				if msg.Channel == r.pushed {
+					r.heardPush(msg.Payload)
+					continue
 				}
 				r.wake(msg.Payload)
 			}

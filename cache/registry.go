@@ -200,6 +200,10 @@ func (r *Registry) Stats() []LayerStats {
 
 func (r *Registry) now() time.Time { return r.o.clock() }
 
+// Now is the time of the registry view's clock (time.Now unless WithClock): the
+// time RevalidateTags' since is compared with.
+func (r *Registry) Now() time.Time { return r.now() }
+
 // fetchContext is the context of one fetch for a repository (resolve.RepoKey):
 // detached from callers, bounded by the fetch timeout, cancelled by Close, and
 // naming the repository for rate limits and metrics.
@@ -212,18 +216,59 @@ func (r *Registry) fetchContext(repoKey string) (context.Context, context.Cancel
 // expired.
 func (r *Registry) ListTags(ctx context.Context, repo name.Repository) ([]string, error) {
 	key := resolve.RepoKey(repo)
-	tags, err := r.tags.get(ctx, key, resolve.RepoKey(repo), "tag list of "+key, func(ctx context.Context, _ *entry[[]string]) ([]string, error) {
-		tags, err := r.inner.ListTags(ctx, repo)
-		if err != nil {
-			return nil, err
-		}
-		return slices.Clip(tags), nil
-	})
+	tags, err := r.tags.get(ctx, key, resolve.RepoKey(repo), "tag list of "+key, r.listTags(repo))
 	if err != nil {
 		return nil, err
 	}
 	return slices.Clone(tags), nil
 }
+
+// RevalidateTags makes sure repo's tag list was read from the registry at or
+// after since, reading it again now if not (a push was announced, or an app was
+// hard-refreshed: docs/freshness.md). With the shared tier, a list another daemon
+// read after since is taken from Redis instead. On failure the cached list stays
+// as it was and the registry's error is returned.
+func (r *Registry) RevalidateTags(ctx context.Context, repo name.Repository, since time.Time) error {
+	key := resolve.RepoKey(repo)
+	return r.tags.revalidate(ctx, key, key, since, r.listTags(repo))
+}
+
+// RevalidateHead makes sure the descriptor of repo's tag was read at or after
+// since, as RevalidateTags: a tag pushed again (latest) points at its new digest.
+// A tag this daemon never asked about costs nothing.
+func (r *Registry) RevalidateHead(ctx context.Context, repo name.Repository, tag string, since time.Time) error {
+	key := resolve.RepoKey(repo) + ":" + tag
+	if r.heads.lookup(key) == nil {
+		return nil
+	}
+	return r.heads.revalidate(ctx, key, resolve.RepoKey(repo), since, r.headOf(repo, tag))
+}
+
+// listTags is the fetch of repo's tag list from the registry.
+func (r *Registry) listTags(repo name.Repository) fetchFunc[[]string] {
+	return func(ctx context.Context, _ *entry[[]string]) ([]string, error) {
+		tags, err := r.inner.ListTags(ctx, repo)
+		if err != nil {
+			return nil, err
+		}
+		return slices.Clip(tags), nil
+	}
+}
+
+// headOf is the fetch of the descriptor of repo's tag from the registry.
+func (r *Registry) headOf(repo name.Repository, tag string) fetchFunc[headVal] {
+	return func(ctx context.Context, _ *entry[headVal]) (headVal, error) {
+		d, err := r.inner.Head(ctx, repo, tag)
+		if err != nil {
+			return headVal{}, err
+		}
+		return newHeadVal(d.Digest, d.MediaType, d.Size), nil
+	}
+}
+
+// TagsCached reports whether this daemon holds a tag list of the repository
+// (by resolve.RepoKey), fresh or not.
+func (r *Registry) TagsCached(repoKey string) bool { return r.tags.lookup(repoKey) != nil }
 
 // headVal is a compact descriptor: what the resolver needs of a tag's HEAD. There
 // is one per tag (100,000 in a large view), so a sha256 digest is kept as its 32
@@ -260,13 +305,7 @@ func (h headVal) digest() v1.Hash {
 // with HEAD when absent or expired.
 func (r *Registry) Head(ctx context.Context, repo name.Repository, tag string) (v1.Descriptor, error) {
 	key := resolve.RepoKey(repo) + ":" + tag
-	hv, err := r.heads.get(ctx, key, resolve.RepoKey(repo), "digest of "+key, func(ctx context.Context, _ *entry[headVal]) (headVal, error) {
-		d, err := r.inner.Head(ctx, repo, tag)
-		if err != nil {
-			return headVal{}, err
-		}
-		return newHeadVal(d.Digest, d.MediaType, d.Size), nil
-	})
+	hv, err := r.heads.get(ctx, key, resolve.RepoKey(repo), "digest of "+key, r.headOf(repo, tag))
 	if err != nil {
 		return v1.Descriptor{}, err
 	}

@@ -146,19 +146,25 @@ func (l *ttlLayer[V]) storeAt(key string, v V, fetched time.Time) {
 // runs, under the key's installation-wide lease. It returns the value and when it
 // was fetched from the registry.
 func (l *ttlLayer[V]) fetch(ctx context.Context, key string, old *entry[V], fetch fetchFunc[V]) (V, time.Time, error) {
+	now := l.r.now()
+	// A value younger than ours by a twentieth of the TTL comes from another
+	// fetch; a smaller difference is the same fetch seen through Redis (its write
+	// came a moment after the fetch, its TTL is counted in milliseconds).
+	slack := l.ttl / 20
+	return l.fetchAccepting(ctx, key, old, func(age time.Duration) bool {
+		return age < l.ttl && (old == nil || age < now.Sub(old.fetched)-slack)
+	}, fetch)
+}
+
+// fetchAccepting is fetch with the rule for a value found in Redis given: accept
+// takes its age (since it was fetched from the registry).
+func (l *ttlLayer[V]) fetchAccepting(ctx context.Context, key string, old *entry[V], accept func(age time.Duration) bool, fetch fetchFunc[V]) (V, time.Time, error) {
 	rd := l.r.shared
 	if rd == nil {
 		v, err := fetch(ctx, old)
 		return v, l.r.now(), err
 	}
 	now := l.r.now()
-	// A value younger than ours by a twentieth of the TTL comes from another
-	// fetch; a smaller difference is the same fetch seen through Redis (its write
-	// came a moment after the fetch, its TTL is counted in milliseconds).
-	slack := l.ttl / 20
-	accept := func(age time.Duration) bool {
-		return age < l.ttl && (old == nil || age < now.Sub(old.fetched)-slack)
-	}
 	v, age, err := sharedFill(ctx, rd, l.name, key, l.ttl, l.codec, accept, func(ctx context.Context) (V, error) { return fetch(ctx, old) })
 	if age == 0 {
 		return v, l.r.now(), err
@@ -205,4 +211,54 @@ func (l *ttlLayer[V]) refreshAhead(key, repoKey string, e *entry[V], now time.Ti
 		}
 		l.r.m.RefreshAhead.WithLabelValues(l.name, result).Inc()
 	}()
+}
+
+// revalidate makes sure key's entry was read from the registry at or after since
+// (a webhook's push, a hard refresh): an older entry, or none, is fetched again
+// now, the caller waiting for it. Unlike fill it never joins a fetch that may
+// have started before since, and it takes a value from Redis only if it was
+// fetched after since. A failed fetch leaves the entry as it was (it still
+// answers, and stale-if-error applies when it expires) and returns the error.
+func (l *ttlLayer[V]) revalidate(ctx context.Context, key, repoKey string, since time.Time, fetch fetchFunc[V]) error {
+	// A flight joined may have started before since: then its answer is too old,
+	// and one more flight (started after since) is needed.
+	for range 2 {
+		if e := l.lookup(key); e != nil && !e.fetched.Before(since) {
+			return nil
+		}
+		ch := l.sf.DoChan(key+"\x00revalidate", func() (any, error) {
+			old := l.lookup(key)
+			if old != nil && !old.fetched.Before(since) {
+				return nil, nil
+			}
+			fctx, cancel := l.r.fetchContext(repoKey)
+			defer cancel()
+			accept := func(age time.Duration) bool { return age < l.ttl && !l.r.now().Add(-age).Before(since) }
+			v, fetched, err := l.fetchAccepting(fctx, key, old, accept, fetch)
+			result := "ok"
+			if err != nil {
+				result = "error"
+			}
+			l.r.m.Revalidations.WithLabelValues(l.name, result).Inc()
+			if err != nil {
+				return nil, err
+			}
+			if cur := l.lookup(key); cur == nil || cur.fetched.Before(fetched) {
+				l.storeAt(key, v, fetched)
+			}
+			return nil, nil
+		})
+		select {
+		case res := <-ch:
+			if res.Err != nil {
+				return res.Err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if e := l.lookup(key); e == nil || e.fetched.Before(since) {
+		return fmt.Errorf("%s %s: not read again since %s", l.name, key, since.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
 }

@@ -47,6 +47,10 @@ var DefaultRateLimits = []resolve.RateLimit{
 type Config struct {
 	Socket      string // unix socket of the resolution API
 	MetricsAddr string // HOST:PORT of /metrics, /healthz, /readyz; "" turns it off
+	// WebhookAddr is HOST:PORT of the registry webhooks (/webhooks/<kind>); ""
+	// (the default) turns them off. Webhooks are their secrets, by kind.
+	WebhookAddr string
+	Webhooks    Webhooks
 
 	TagTTL       time.Duration // how long a tag list is fresh
 	HeadTTL      time.Duration // how long a tag->digest answer is fresh

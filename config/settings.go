@@ -217,6 +217,18 @@ func Settings() []Setting {
 				return nil
 			},
 			get: func(c *Config) string { return c.MetricsAddr }},
+		{Key: "webhookAddr", Env: "IMAGE_RESOLVER_WEBHOOK_ADDR", Flag: "webhook-addr", Usage: `HOST:PORT of the registry webhooks, /webhooks/<kind> ("" turns them off; each kind needs its secret in webhooks:)`, Type: "address",
+			set: func(c *Config, v string) error {
+				if v != "" {
+					_, port, err := net.SplitHostPort(v)
+					if p, perr := strconv.Atoi(port); err != nil || perr != nil || p < 0 || p > 65535 {
+						return &resolve.InputError{Value: v, Accepted: `HOST:PORT or :PORT, e.g. :8091, or "" for none`}
+					}
+				}
+				c.WebhookAddr = v
+				return nil
+			},
+			get: func(c *Config) string { return c.WebhookAddr }},
 		durationSetting("tagTTL", "IMAGE_RESOLVER_TAG_TTL", "tag-ttl", "how long a repository's tag list is fresh",
 			func(c *Config) *time.Duration { return &c.TagTTL }, time.Second),
 		durationSetting("headTTL", "IMAGE_RESOLVER_HEAD_TTL", "head-ttl", "how long a tag's digest is fresh (then one HEAD checks it)",

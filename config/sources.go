@@ -29,7 +29,7 @@ func fileKeys() []string {
 			keys = append(keys, s.Key)
 		}
 	}
-	return append(keys, "registries", "git", "redis", "trust")
+	return append(keys, "registries", "git", "redis", "trust", "webhooks")
 }
 
 // LoadFile applies a YAML configuration file. Unknown keys are errors; bad values
@@ -84,6 +84,10 @@ func (c *Config) ParseFile(source string, raw []byte) error {
 			}
 		case "git":
 			if err := c.parseGitSection(source, v); err != nil {
+				return err
+			}
+		case "webhooks":
+			if err := c.parseWebhooks(source, v); err != nil {
 				return err
 			}
 		default:
@@ -258,6 +262,15 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Trust.Validate(c.Registries); err != nil {
 		return err
+	}
+	if err := c.Webhooks.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case len(c.Webhooks) > 0 && c.WebhookAddr == "":
+		return &resolve.InputError{Field: "webhookAddr", Value: "", Accepted: "HOST:PORT to serve the webhooks: configured (" + strings.Join(slices.Sorted(maps.Keys(c.Webhooks)), ", ") + ") on, e.g. :8091"}
+	case len(c.Webhooks) == 0 && c.WebhookAddr != "":
+		return &resolve.InputError{Field: "webhooks", Value: "", Accepted: "at least one kind with its secret, for webhookAddr " + c.WebhookAddr + ": " + webhooksAccepted}
 	}
 	return c.Git.Validate()
 }

@@ -79,6 +79,8 @@ func configShape() *shape {
 				accepted: "a mapping of key names to PEM files, e.g. {release: /etc/argocd-image-resolver/keys/release.pub}"},
 		}),
 	}
+	fields["webhooks"] = &shape{kind: reflect.Map, fields: map[string]*shape{"": structShape(reflect.TypeFor[Webhook]())},
+		accepted: webhooksAccepted}
 	git := structShape(reflect.TypeFor[GitConfig]())
 	git.keys = append(git.keys, sectionKeys(gitSection, gitSettings())...)
 	fields["git"] = git

@@ -58,8 +58,17 @@ type Daemon struct {
 	Tracker   *Tracker
 	Refresher *Refresher
 	watch     *watchSaver // keeps the Tracker's watch list across restarts
-	pins      PinWriter
-	workers   *render.Workers // nil: renders in this process
+	// revisions are the apps' revisions rendered: a render again is a hard
+	// refresh, which reads the tag lists again (rerender.go).
+	revisions *renderedRevisions
+	// pushes are the repositories announced pushed (webhooks, other replicas),
+	// waiting to be read again (pushes.go); shared is the Redis tier (nil: none).
+	pushes *pushQueue
+	shared *cache.Redis
+	// webhooks serves the registry webhooks on webhookAddr (nil: off).
+	webhooks http.Handler
+	pins     PinWriter
+	workers  *render.Workers // nil: renders in this process
 	// memory is the budget's split; admit admits renders against it.
 	memory MemoryPlan
 	admit  *admission
@@ -75,6 +84,7 @@ type Daemon struct {
 	mu        sync.Mutex
 	socketLn  net.Listener
 	metricsLn net.Listener
+	hookLn    net.Listener
 	ready     atomic.Bool
 	readyCh   chan struct{}
 }
@@ -102,6 +112,8 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.shared, d.pushes = shared, newPushQueue()
+	d.revisions = newRenderedRevisions(cfg.MaxTrackedApps, cfg.ForgetAfter)
 	d.Registry = cache.NewRegistry(remote, append([]cache.Option{
 		cache.WithTagTTL(cfg.TagTTL),
 		cache.WithHeadTTL(cfg.HeadTTL),
@@ -126,6 +138,13 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		return nil, err
 	}
 	d.admit = newAdmission(d.memory, d.Metrics.Registry)
+	if shared != nil {
+		shared.OnPush(d.heardPush)
+	}
+	if d.webhooks, err = d.newWebhookHandler(o.hookOpts...); err != nil {
+		d.Registry.Close()
+		return nil, err
+	}
 	if o.worker != nil {
 		d.workers = render.NewWorkers(workerWithMemoryLimit(o.worker, d.memory.Worker), d.memory.Workers, render.WithWorkerMemory(d.memory.Worker))
 	}
@@ -169,7 +188,7 @@ func (d *Daemon) socketHandler() http.Handler {
 	if d.workers != nil {
 		settings.Renderer = admittedRenderer{r: d.workers, a: d.admit}
 	}
-	mux.Handle("POST "+api.PathGenerate, GenerateHandler(pipeline.New(d.batch, settings), d.afterRender, d.log))
+	mux.Handle("POST "+api.PathGenerate, GenerateHandler(pipeline.New(d.batch, settings), d.beforeRender, d.afterRender, d.log))
 	return mux
 }
 
@@ -206,6 +225,17 @@ func (d *Daemon) Listen() error {
 		}
 		d.metricsLn = mln
 	}
+	if d.webhooks != nil {
+		hln, err := net.Listen("tcp", d.cfg.WebhookAddr)
+		if err != nil {
+			ln.Close()
+			if d.metricsLn != nil {
+				d.metricsLn.Close()
+			}
+			return fmt.Errorf("webhook address %s (webhookAddr): %w", d.cfg.WebhookAddr, err)
+		}
+		d.hookLn = hln
+	}
 	d.socketLn = ln
 	return nil
 }
@@ -219,6 +249,17 @@ func (d *Daemon) MetricsAddr() string {
 		return ""
 	}
 	return d.metricsLn.Addr().String()
+}
+
+// WebhookAddr returns the address the registry webhooks are served on once
+// listening ("" when off or not yet listening).
+func (d *Daemon) WebhookAddr() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.hookLn == nil {
+		return ""
+	}
+	return d.hookLn.Addr().String()
 }
 
 // Ready is closed once the daemon serves.
@@ -269,6 +310,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		servers = append(servers, &http.Server{Handler: d.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second})
 		listeners = append(listeners, d.metricsLn)
 	}
+	if d.hookLn != nil {
+		servers = append(servers, newWebhookServer(d.webhooks))
+		listeners = append(listeners, d.hookLn)
+	}
 	errc := make(chan error, len(servers))
 	for i, srv := range servers {
 		go func() { errc <- srv.Serve(listeners[i]) }()
@@ -285,6 +330,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	} else {
 		close(loopDone)
 	}
+	pushesDone := make(chan struct{})
+	go func() { defer close(pushesDone); d.runPushes(loopCtx) }()
 	watchDone := make(chan struct{})
 	if d.watch != nil {
 		d.watch.load(ctx)
@@ -305,7 +352,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		"refreshAhead", d.cfg.RefreshAhead, "manifestCacheSize", config.FormatSize(d.cfg.ManifestCacheSize),
 		"blobCacheSize", config.FormatSize(d.cfg.BlobCacheSize), "rateLimits", rateLimitsString(d.cfg.EffectiveRateLimits()),
 		"registryConcurrency", d.cfg.RegistryConcurrency, "registries", len(d.cfg.Registries), "refresh", refresh,
-		"renderWorkers", d.renderWorkers(), "memory", d.memory.String())
+		"renderWorkers", d.renderWorkers(), "memory", d.memory.String(), "webhooks", d.webhookKinds())
 	if d.memory.Lowered {
 		d.log.Warn("the memory budget holds fewer renders than renderWorkers", "renderWorkers", d.cfg.RenderWorkers,
 			"rendersAtOnce", d.memory.Workers, "memory", d.memory.String())
@@ -322,6 +369,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.ready.Store(false)
 	stopLoop()
 	<-loopDone
+	<-pushesDone
 	<-pinsDone  // the writer flushes what is queued, bounded
 	<-watchDone // the watch list's last changes are saved, bounded
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
@@ -386,6 +434,7 @@ func rateLimitsString(ls []resolve.RateLimit) string {
 // refresh loop, and, when it succeeded, queue the pins it asks for (pin-mode write
 // and use): pins of a render Argo CD reports as failed are not committed.
 func (d *Daemon) afterRender(env *plugin.Env, report *pipeline.Report, renderErr error) {
+	d.revisions.remember(env, report, d.Registry.Now())
 	rd, ok := renderOf(env, report)
 	if !ok {
 		return

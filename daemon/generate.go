@@ -27,9 +27,10 @@ import (
 // says so in the trailer. A caller that reads nothing of the answer for
 // socketLimits.Write is cut, and its render stopped.
 //
-// after, when not nil, is given every render that got as far as a report, and its
-// error (the refresh loop's bookkeeping, pins to commit).
-func GenerateHandler(p *pipeline.Pipeline, after func(*plugin.Env, *pipeline.Report, error), log *slog.Logger) http.Handler {
+// before, when not nil, is called before each render (a hard refresh's
+// revalidation); after, when not nil, is given every render that got as far as a
+// report, and its error (the refresh loop's bookkeeping, pins to commit).
+func GenerateHandler(p *pipeline.Pipeline, before func(context.Context, *plugin.Env), after func(*plugin.Env, *pipeline.Report, error), log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req api.GenerateRequest
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
@@ -44,6 +45,9 @@ func GenerateHandler(p *pipeline.Pipeline, after func(*plugin.Env, *pipeline.Rep
 		var stderr bytes.Buffer
 		resp := api.GenerateResponse{}
 		env, err := plugin.EnvFromEnviron(req.Environ)
+		if err == nil && before != nil {
+			before(r.Context(), env)
+		}
 		if err == nil {
 			err = renderTo(r.Context(), p, req.Dir, env, after, out, &stderr)
 		}

@@ -20,6 +20,9 @@ type Metrics struct {
 	// HeldImages counts the images held over the tracked apps (pin.Hold).
 	HeldImages prometheus.Gauge
 	Forgotten  *prometheus.CounterVec // reason
+	// PushToRefresh is the time from a push's announcement (a registry webhook,
+	// here or on another replica) to the refresh or pin commit it led to.
+	PushToRefresh prometheus.Histogram
 	// InvalidTags counts listed tags skipped because they break the OCI tag grammar.
 	InvalidTags *prometheus.CounterVec // registry
 	// SignatureSkips counts candidates skipped for want of a satisfying signature.
@@ -50,12 +53,15 @@ func NewMetrics(m *cache.Metrics) *Metrics {
 		Help: "Tags a registry listed that break the OCI tag grammar, skipped (never chosen, never printed raw), by registry; counted once per resolution that met them."}, []string{"registry"})
 	sigSkips := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: cache.Namespace, Name: "signature_skips_total",
 		Help: "Candidates skipped because no signature satisfied the requirement (unsigned, signed by another identity or key, a signature that does not verify), by registry; counted once per resolution that skipped them. A rising rate means images are pushed unsigned or signed by someone else."}, []string{"registry"})
-	m.Registry.MustRegister(refreshes, tracked, held, forgotten, invalid, sigSkips)
+	pushToRefresh := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: cache.Namespace, Name: "webhook_refresh_seconds",
+		Help: "Time from a push announced by a registry webhook to the hard refresh (or pin commit) of an app it changed: the repository's tag list read again, the app re-resolved, Argo CD asked.", Buckets: latency})
+	m.Registry.MustRegister(refreshes, tracked, held, forgotten, invalid, sigSkips, pushToRefresh)
 	return &Metrics{
 		Metrics:        m,
 		Resolutions:    h("resolution_duration_seconds", "Time to resolve one image, by strategy and result (ok, no-tag, input, registry, internal).", "strategy", "result"),
 		Batches:        h("batch_duration_seconds", "Time to answer one batch on the socket API, by result (ok, error).", "result"),
 		Refreshes:      refreshes,
+		PushToRefresh:  pushToRefresh,
 		TrackedApps:    tracked,
 		HeldImages:     held,
 		Forgotten:      forgotten,

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/webhook"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
@@ -25,6 +26,13 @@ type options struct {
 	cacheOpts []cache.Option
 	pinOpts   []pin.WriterOption
 	resolved  func(app string, req resolve.Request)
+	hookOpts  []webhook.Option
+}
+
+// withWebhookOptions adds options of the webhook handler (benchmarks: the rate
+// limit lifted, to measure every event of a flood handled).
+func withWebhookOptions(opts ...webhook.Option) Option {
+	return func(o *options) { o.hookOpts = append(o.hookOpts, opts...) }
 }
 
 // withCacheOptions adds options of the registry cache after the configuration's

@@ -161,7 +161,7 @@ func fetchedTwice(s *rt.Server) []string {
 	return out
 }
 
-func metricValue(t *testing.T, d *Daemon, name string, labels map[string]string) float64 {
+func metricValue(t testing.TB, d *Daemon, name string, labels map[string]string) float64 {
 	t.Helper()
 	mfs, err := d.Metrics.Registry.Gather()
 	if err != nil {

@@ -120,9 +120,24 @@ func (r *Refresher) Pass(ctx context.Context) {
 	if r.landings != nil {
 		r.landings.check(ctx)
 	}
+	r.checkAll(ctx, r.tracker.snapshot(), time.Time{})
+}
+
+// PassPushed checks at once the tracked apps with an image in a repository that
+// repo accepts, told of a push at pushedAt (a registry webhook): an app whose
+// answer changed is refreshed even if it was refreshed less than an interval ago
+// (the push is news, and its answers are compared as always: a push of a tag the
+// policy does not choose changes nothing), still within the overall rate limit
+// and any backoff after a failure.
+func (r *Refresher) PassPushed(ctx context.Context, repo func(repoKey string) bool, pushedAt time.Time) {
+	r.checkAll(ctx, r.tracker.using(repo), pushedAt)
+}
+
+// checkAll checks apps, passParallelism at a time.
+func (r *Refresher) checkAll(ctx context.Context, apps []appCheck, pushedAt time.Time) {
 	sem := make(chan struct{}, passParallelism)
 	var wg sync.WaitGroup
-	for _, c := range r.tracker.snapshot() {
+	for _, c := range apps {
 		if ctx.Err() != nil {
 			break
 		}
@@ -130,7 +145,7 @@ func (r *Refresher) Pass(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			r.check(ctx, c)
+			r.check(ctx, c, pushedAt)
 		}()
 	}
 	wg.Wait()
@@ -147,8 +162,10 @@ type change struct {
 	holds    map[string]pin.Hold // the holds of the image's source
 }
 
-// check re-resolves one app and refreshes it if an answer changed.
-func (r *Refresher) check(ctx context.Context, c appCheck) {
+// check re-resolves one app and refreshes it if an answer changed. pushedAt is
+// when a push to one of its repositories was announced (zero for a pass on
+// schedule): the refresh interval does not hold such a change back.
+func (r *Refresher) check(ctx context.Context, c appCheck, pushedAt time.Time) {
 	reqs := make([]resolve.Request, len(c.images))
 	for i, im := range c.images {
 		reqs[i] = im.Request
@@ -182,7 +199,11 @@ func (r *Refresher) check(ctx context.Context, c appCheck) {
 		r.tracker.settle(c)
 		return
 	}
-	switch due, firstHold := r.tracker.due(c, r.interval); {
+	interval := r.interval
+	if !pushedAt.IsZero() {
+		interval = 0
+	}
+	switch due, firstHold := r.tracker.due(c, interval); {
 	case !due && firstHold:
 		r.m.Refreshes.WithLabelValues(outcomeSkippedInterval).Inc()
 		r.log.Info("refresh held back: the app was refreshed less than an interval ago", "app", c.name, "interval", r.interval)
@@ -195,6 +216,7 @@ func (r *Refresher) check(ctx context.Context, c appCheck) {
 		// commit per repository and branch, so the refresh rate limit does not
 		// pace it (it would spread 500 apps' pins over 100 s and 50 commits).
 		r.commitPins(c, changes)
+		r.observePushed(pushedAt)
 		return
 	}
 	if err := r.limiter.Wait(ctx); err != nil {
@@ -226,6 +248,7 @@ func (r *Refresher) check(ctx context.Context, c appCheck) {
 		// answers were seen: one already pending may be a render under way with the
 		// old ones, so that case is checked again after the interval.
 		r.tracker.refreshed(c, changes, requested)
+		r.observePushed(pushedAt)
 		outcome, msg := outcomeRequested, "refresh requested: a new image matches"
 		if !requested {
 			outcome, msg = outcomeAlreadyPending, "refresh already pending on the Application; checked again after the interval"
@@ -237,6 +260,14 @@ func (r *Refresher) check(ctx context.Context, c appCheck) {
 		}
 		r.log.Info(msg, "app", c.name, "application", c.app.String(), "image", strings.Join(images, ", "),
 			"old", strings.Join(olds, ", "), "new", strings.Join(news, ", "), "outcome", outcome)
+	}
+}
+
+// observePushed records the time from a push's announcement to the refresh (or
+// pin commit) it led to.
+func (r *Refresher) observePushed(pushedAt time.Time) {
+	if !pushedAt.IsZero() {
+		r.m.PushToRefresh.Observe(time.Since(pushedAt).Seconds())
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 // appDir writes a plain-YAML app whose Deployment runs image.
-func appDir(t *testing.T, image string) string {
+func appDir(t testing.TB, image string) string {
 	t.Helper()
 	dir := t.TempDir()
 	manifest := `apiVersion: apps/v1
@@ -36,7 +36,7 @@ spec:
 
 // argoEnviron is the environment Argo CD gives a CMP render of app at revision,
 // with the plugin parameters params (name -> string value).
-func argoEnviron(t *testing.T, app, revision string, params map[string]string) []string {
+func argoEnviron(t testing.TB, app, revision string, params map[string]string) []string {
 	t.Helper()
 	var ps []map[string]string
 	for k, v := range params {
@@ -51,7 +51,7 @@ func argoEnviron(t *testing.T, app, revision string, params map[string]string) [
 		"ARGOCD_APP_SOURCE_TARGET_REVISION=main", "ARGOCD_APP_PARAMETERS=" + string(b)}
 }
 
-func delegatedRender(t *testing.T, socket, dir string, environ []string) string {
+func delegatedRender(t testing.TB, socket, dir string, environ []string) string {
 	t.Helper()
 	resp, err := api.Call(context.Background(), socket, api.GenerateRequest{Dir: dir, Environ: environ})
 	if err != nil {

@@ -60,7 +60,16 @@ type RenderedImage struct {
 	// failed, so that a later success refreshes the app).
 	Ref string `json:"ref,omitempty"`
 
-	key string // Request.Key(), set when remembered: passes compare it often
+	key  string // Request.Key(), set when remembered: passes compare it often
+	repo string // resolve.RepoKey of the image's repository, set when remembered ("" if unparsable)
+}
+
+// prepare sets what is derived from the request, when an image is remembered.
+func (im *RenderedImage) prepare() {
+	im.key = im.Request.Key()
+	if img, err := resolve.ParseImage(im.Request.Image); err == nil {
+		im.repo = img.Key()
+	}
 }
 
 // renderOf is the Render to remember of a render of env that produced report. It
@@ -215,7 +224,7 @@ func (t *Tracker) Remember(r Render) error {
 	a.rendered = now
 	images := slices.Clone(r.Images)
 	for i := range images {
-		images[i].key = images[i].Request.Key()
+		images[i].prepare()
 	}
 	src := &trackedSource{repoURL: r.RepoURL, path: r.Path, revision: r.Revision, images: images, rendered: now, pins: r.pins, holds: r.holds}
 	// The watch list is written when a source changes, not at every render of it:
@@ -299,12 +308,50 @@ type appCheck struct {
 }
 
 // snapshot copies what a pass of the loop checks.
-func (t *Tracker) snapshot() []appCheck {
+func (t *Tracker) snapshot() []appCheck { return t.snapshotWhere(nil) }
+
+// using copies what a pass checks of the apps with an image in a repository
+// (by resolve.RepoKey) that repo accepts.
+func (t *Tracker) using(repo func(repoKey string) bool) []appCheck {
+	return t.snapshotWhere(func(a *trackedApp) bool {
+		for _, s := range a.sources {
+			if slices.ContainsFunc(s.images, func(im RenderedImage) bool { return repo(im.repo) }) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// repos returns the repositories (by resolve.RepoKey) of the tracked apps'
+// images that match accepts.
+func (t *Tracker) repos(match func(repoKey string) bool) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for _, a := range t.apps {
+		for _, s := range a.sources {
+			for _, im := range s.images {
+				if im.repo != "" && !slices.Contains(out, im.repo) && match(im.repo) {
+					out = append(out, im.repo)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// snapshotWhere copies what a pass checks of the apps keep accepts (all: nil).
+func (t *Tracker) snapshotWhere(keep func(*trackedApp) bool) []appCheck {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]appCheck, 0, len(t.apps))
 	for e := t.order.Front(); e != nil; e = e.Next() {
 		a := e.Value.(*trackedApp)
+		if keep != nil && !keep(a) {
+			continue
+		}
 		c := appCheck{name: a.name, app: a.app, rendered: a.rendered}
 		keys := make([]string, 0, len(a.sources))
 		for k := range a.sources {

@@ -224,7 +224,7 @@ func (t *Tracker) restore(saved []savedSource) (apps int, stale []string) {
 		}
 		images := append([]RenderedImage(nil), s.Images...)
 		for i := range images {
-			images[i].key = images[i].Request.Key()
+			images[i].prepare()
 		}
 		a.sources[key] = &trackedSource{repoURL: s.RepoURL, path: s.Path, revision: s.Revision, images: images, rendered: s.Rendered, saved: s.Rendered}
 	}

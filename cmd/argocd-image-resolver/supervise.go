@@ -101,6 +101,7 @@ func (s *supervisor) serveOnce(ctx context.Context, attempt int) (served time.Du
 	case err := <-done:
 		return 0, err
 	}
+	s.once.Do(func() { close(s.attempted) }) // it serves: the cmp server may start
 	if attempt > 1 {
 		s.log.Info("daemon up again", "attempt", attempt)
 	}

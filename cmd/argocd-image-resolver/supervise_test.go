@@ -267,6 +267,27 @@ func TestSupervisorRestartsADaemonThatDies(t *testing.T) {
 	}
 }
 
+// TestSupervisorAttemptedOnceServing: the sidecar starts the CMP server once its
+// daemon serves, not only once the daemon has stopped (or after firstDaemonWait).
+func TestSupervisorAttemptedOnceServing(t *testing.T) {
+	cfg := sidecarConfig(t)
+	log := slog.New(slog.DiscardHandler)
+	sup := newSupervisor(func() (config.Config, error) { return cfg, nil },
+		func(c config.Config) (*daemon.Daemon, error) { return daemon.New(c, daemon.WithLogger(log)) }, cfg.Socket, log)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); sup.Run(ctx) }()
+	defer func() { stop(); <-done }()
+	select {
+	case <-sup.Attempted():
+	case <-time.After(firstDaemonWait):
+		t.Fatalf("Attempted not closed within %s of a daemon starting", firstDaemonWait)
+	}
+	if !healthy(cfg.Socket) {
+		t.Error("Attempted closed before the daemon served")
+	}
+}
+
 // Without a CMP server, sidecar keeps the daemon alone running (the legacy
 // variant's daemon container) until a signal.
 func TestSidecarWithoutCMPServer(t *testing.T) {

@@ -65,6 +65,9 @@ var scenarios = []struct {
 	{"pins-by-pull-request", testPinsByPullRequest},
 	{"signed-tags", testSignedTags},
 	{"render-latency", testRenderLatency},
+	// With the sidecar as shipped (its TTLs), restored after each.
+	{"registry-webhooks", testRegistryWebhooks},
+	{"hard-refresh-by-hand", testHardRefreshByHand},
 }
 
 // ---------------------------------------------------------------------------------
@@ -377,27 +380,7 @@ func testKustomizeRemoteBase(t *testing.T, lab *Lab) {
 		"apps/remote-base/kustomization.yaml":          "namespace: shop-remote\nresources:\n- " + lab.GitURL + "//apps/kustomize-overlay/base?ref=main\n",
 		"apps/remote-refused/kustomization.yaml":       "resources:\n- https://github.com/example/base//deploy?ref=v1\n",
 	}
-	if _, err := lab.must("", "git", "-C", work, "pull", "-q", "--ff-only", "origin", "main"); err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range files {
-		p := filepath.Join(work, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, c := range [][]string{
-		{"git", "-C", work, "add", "-A"},
-		{"git", "-C", work, "-c", "user.name=e2e", "-c", "user.email=e2e@127.0.0.1", "commit", "-q", "-m", "apps with remote bases"},
-		{"git", "-C", work, "push", "-q", "origin", "main"},
-	} {
-		if _, err := lab.must("", c...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	commitApp(t, lab, "apps with remote bases", files)
 
 	createApp(t, lab, "remote-base", "apps/remote-base", "shop-remote")
 	waitCompared(t, lab, "remote-base")

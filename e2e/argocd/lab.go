@@ -135,6 +135,10 @@ type Lab struct {
 	// RefreshInterval is the sidecar's --refresh-interval (10s: the default 3m
 	// scaled down).
 	RefreshInterval string
+	// SidecarArgs are more flags of the sidecar (a scenario's, e.g. --webhook-addr);
+	// SidecarConfig, when set, is its IMAGE_RESOLVER_CONFIG instead of the lab's.
+	SidecarArgs   []string
+	SidecarConfig string
 	// SidecarKubeconfig is the sidecar's KUBECONFIG: the token of the
 	// argocd-repo-server ServiceAccount, with only what deploy/rbac.yaml grants.
 	SidecarKubeconfig string

@@ -44,7 +44,10 @@ func (l *Lab) StartSidecar() error {
 		// the public key of the lab's "CI" (SignTag), for apps with verify-key ci
 		"IMAGE_RESOLVER_TRUST_KEYS="+TrustKeyName+"="+l.TrustKeyFile,
 	)
-	if l.Gitea != nil {
+	switch {
+	case l.SidecarConfig != "":
+		env = append(env, "IMAGE_RESOLVER_CONFIG="+l.SidecarConfig)
+	case l.Gitea != nil:
 		// git.credentials and git.forges for the lab's Gitea
 		env = append(env, "IMAGE_RESOLVER_CONFIG="+l.sidecarConfig())
 	}
@@ -52,12 +55,13 @@ func (l *Lab) StartSidecar() error {
 		// the lab's git server, for apps whose Kustomize bases are remote
 		env = append(env, "IMAGE_RESOLVER_KUSTOMIZE_REMOTE_HOSTS=http://"+u.Host)
 	}
-	p, err := l.start("sidecar", env, "argocd-image-resolver", "sidecar",
+	argv := []string{"argocd-image-resolver", "sidecar",
 		"--socket", l.DaemonSocket(), "--refresh-interval", l.RefreshInterval,
-		"--metrics-addr", l.SidecarAddr, "--registries-config", l.registriesConfig(),
-		l.SidecarTTLs[0], l.SidecarTTLs[1], l.SidecarTTLs[2], l.SidecarTTLs[3],
-		"--", filepath.Join(l.ArgoDir, "argocd-cmp-server"), "--config-dir-path", filepath.Join(l.Dir, "cmp", "config"),
+		"--metrics-addr", l.SidecarAddr, "--registries-config", l.registriesConfig()}
+	argv = append(append(argv, l.SidecarTTLs...), l.SidecarArgs...)
+	argv = append(argv, "--", filepath.Join(l.ArgoDir, "argocd-cmp-server"), "--config-dir-path", filepath.Join(l.Dir, "cmp", "config"),
 		"--loglevel", "info", "--logformat", "json")
+	p, err := l.start("sidecar", env, argv...)
 	if err != nil {
 		return err
 	}

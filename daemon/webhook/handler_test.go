@@ -1,0 +1,405 @@
+package webhook
+
+import (
+	"bytes"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func caseName(c sampleCase) string { return c.file + "/" + strings.ReplaceAll(c.via, " ", "-") }
+
+func TestSamplesReachTheSink(t *testing.T) {
+	for _, c := range sampleCases {
+		t.Run(caseName(c), func(t *testing.T) {
+			f := newFixture(t)
+			rec := f.serve(newRequest(c.kind, c.via, secretOf(c.kind), readSample(t, c.file), c.header))
+			if rec.Code != http.StatusOK {
+				t.Fatalf("status %d, body %q", rec.Code, rec.Body)
+			}
+			if got := f.sink.got(); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("sink got\n%+v\nwant\n%+v", got, c.want)
+			}
+			want := map[string]float64{}
+			if len(c.want) > 0 {
+				want[c.kind+"/accepted"] = float64(len(c.want))
+			}
+			if c.ignored > 0 {
+				want[c.kind+"/ignored"] = float64(c.ignored)
+			}
+			if got := f.counts(); !maps.Equal(got, want) {
+				t.Errorf("counts %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestUnusedRepository(t *testing.T) {
+	for _, c := range sampleCases {
+		if len(c.want) == 0 {
+			continue
+		}
+		t.Run(caseName(c), func(t *testing.T) {
+			f := newFixture(t)
+			f.sink.unused[c.want[0].Repository] = true
+			rec := f.serve(newRequest(c.kind, c.via, secretOf(c.kind), readSample(t, c.file), c.header))
+			if rec.Code != http.StatusOK {
+				t.Fatalf("status %d, body %q", rec.Code, rec.Body)
+			}
+			want := map[string]float64{c.kind + "/unused": float64(len(c.want))}
+			if c.ignored > 0 {
+				want[c.kind+"/ignored"] = float64(c.ignored)
+			}
+			if got := f.counts(); !maps.Equal(got, want) {
+				t.Errorf("counts %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestWithoutTheSecret(t *testing.T) {
+	for _, c := range sampleCases {
+		for _, secret := range []string{wrongSecret(c.kind), ""} {
+			t.Run(caseName(c)+"/secret="+secret, func(t *testing.T) {
+				f := newFixture(t)
+				rec := f.serve(newRequest(c.kind, c.via, secret, readSample(t, c.file), c.header))
+				if rec.Code != http.StatusUnauthorized {
+					t.Fatalf("status %d, want 401; body %q", rec.Code, rec.Body)
+				}
+				if got := f.sink.got(); len(got) != 0 {
+					t.Errorf("sink got %+v", got)
+				}
+				if got, want := f.counts(), map[string]float64{c.kind + "/unauthorized": 1}; !maps.Equal(got, want) {
+					t.Errorf("counts %v, want %v", got, want)
+				}
+				if f.h.replays.len() != 0 {
+					t.Errorf("an unauthenticated delivery was remembered")
+				}
+			})
+		}
+	}
+}
+
+func TestSecondDeliveryIsAReplay(t *testing.T) {
+	for _, c := range sampleCases {
+		t.Run(caseName(c), func(t *testing.T) {
+			f := newFixture(t)
+			body := readSample(t, c.file)
+			for i := range 2 {
+				rec := f.serve(newRequest(c.kind, c.via, secretOf(c.kind), body, c.header))
+				if rec.Code != http.StatusOK {
+					t.Fatalf("delivery %d: status %d, body %q", i, rec.Code, rec.Body)
+				}
+				f.clock.advance(time.Minute)
+			}
+			events := len(c.want) + c.ignored
+			want := map[string]float64{}
+			wantSink := c.want
+			switch {
+			case c.noReplay: // a byte-identical Quay body is a new push of the same tags
+				want[c.kind+"/accepted"] = float64(2 * len(c.want))
+				wantSink = append(append([]Event(nil), c.want...), c.want...)
+			default:
+				want[c.kind+"/replay"] = float64(events)
+				if len(c.want) > 0 {
+					want[c.kind+"/accepted"] = float64(len(c.want))
+				}
+				if c.ignored > 0 {
+					want[c.kind+"/ignored"] = float64(c.ignored)
+				}
+			}
+			if got := f.sink.got(); !reflect.DeepEqual(got, wantSink) {
+				t.Errorf("sink got %+v, want %+v", got, wantSink)
+			}
+			if got := f.counts(); !maps.Equal(got, want) {
+				t.Errorf("counts %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestReplayWindowEnds(t *testing.T) {
+	f := newFixture(t, WithReplayWindow(time.Hour, 100))
+	c := sampleCases[1] // dockerhub: remembered by the body's hash
+	body := readSample(t, c.file)
+	for _, wait := range []time.Duration{0, 59 * time.Minute, time.Hour} {
+		f.clock.advance(wait)
+		if rec := f.serve(newRequest(c.kind, c.via, secretOf(c.kind), body, c.header)); rec.Code != http.StatusOK {
+			t.Fatalf("status %d", rec.Code)
+		}
+	}
+	want := map[string]float64{"dockerhub/accepted": 2, "dockerhub/replay": 1}
+	if got := f.counts(); !maps.Equal(got, want) {
+		t.Errorf("counts %v, want %v", got, want)
+	}
+}
+
+func TestReplayDetectionOff(t *testing.T) {
+	f := newFixture(t, WithReplayWindow(0, 0))
+	c := sampleCases[1]
+	for range 2 {
+		f.serve(newRequest(c.kind, c.via, secretOf(c.kind), readSample(t, c.file), c.header))
+	}
+	if got, want := f.counts(), map[string]float64{"dockerhub/accepted": 2}; !maps.Equal(got, want) {
+		t.Errorf("counts %v, want %v", got, want)
+	}
+}
+
+// oversized is a body one byte over the default bound.
+func oversized() []byte {
+	b := bytes.Repeat([]byte(" "), DefaultMaxBody+1)
+	b[0], b[len(b)-1] = '{', '}'
+	return b
+}
+
+func TestBodyOverTheBound(t *testing.T) {
+	body := oversized()
+	for _, c := range sampleCases {
+		for _, chunked := range []bool{false, true} {
+			t.Run(caseName(c)+map[bool]string{false: "/length", true: "/chunked"}[chunked], func(t *testing.T) {
+				f := newFixture(t)
+				req := newRequest(c.kind, c.via, secretOf(c.kind), body, c.header)
+				if chunked { // no Content-Length: the bound is met while reading
+					req.ContentLength = -1
+					req.Body = io.NopCloser(bytes.NewReader(body))
+				}
+				rec := f.serve(req)
+				if rec.Code != http.StatusRequestEntityTooLarge {
+					t.Fatalf("status %d, want 413", rec.Code)
+				}
+				if got := f.sink.got(); len(got) != 0 {
+					t.Errorf("sink got %+v", got)
+				}
+				if got, want := f.counts(), map[string]float64{c.kind + "/too-large": 1}; !maps.Equal(got, want) {
+					t.Errorf("counts %v, want %v", got, want)
+				}
+			})
+		}
+	}
+}
+
+func TestBodyAtTheBound(t *testing.T) {
+	body := []byte(`{"push_data":{"tag":"v1"},"repository":{"repo_name":"acme/app"}}`)
+	f := newFixture(t, WithMaxBody(int64(len(body))))
+	rec := f.serve(newRequest("dockerhub", viaPathToken, secretOf("dockerhub"), body, nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("a body of exactly the bound: status %d, body %q", rec.Code, rec.Body)
+	}
+	rec = f.serve(newRequest("dockerhub", viaPathToken, secretOf("dockerhub"), append(body, ' '), nil))
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body a byte over the bound: status %d", rec.Code)
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	f := newFixture(t, WithRate(1, 2))
+	c := sampleCases[1]
+	send := func() *httptest.ResponseRecorder {
+		return f.serve(newRequest(c.kind, c.via, secretOf(c.kind), readSample(t, c.file), c.header))
+	}
+	for i := range 2 {
+		if rec := send(); rec.Code != http.StatusOK {
+			t.Fatalf("request %d within the burst: status %d", i, rec.Code)
+		}
+	}
+	rec := send()
+	if rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("status %d, want 429", rec.Code)
+	}
+	if got := rec.Header().Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After %q, want 1", got)
+	}
+	// Unauthenticated requests spend the rate too: it is checked first.
+	if rec := f.serve(newRequest(c.kind, c.via, wrongSecret(c.kind), nil, nil)); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("unauthenticated request over the rate: status %d, want 429", rec.Code)
+	}
+	f.clock.advance(time.Second)
+	if rec := send(); rec.Code != http.StatusOK {
+		t.Errorf("after a second: status %d, want 200", rec.Code)
+	}
+	want := map[string]float64{"dockerhub/accepted": 1, "dockerhub/replay": 2, "dockerhub/rate-limited": 2}
+	if got := f.counts(); !maps.Equal(got, want) {
+		t.Errorf("counts %v, want %v", got, want)
+	}
+}
+
+func TestRateLimitOff(t *testing.T) {
+	f := newFixture(t, WithRate(0, 0), WithReplayWindow(0, 0))
+	for i := range DefaultBurst + 10 {
+		rec := f.serve(newRequest("dockerhub", viaPathToken, secretOf("dockerhub"), readSample(t, "dockerhub.json"), nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("request %d: status %d", i, rec.Code)
+		}
+	}
+}
+
+func TestMethods(t *testing.T) {
+	f := newFixture(t)
+	for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodDelete, http.MethodOptions} {
+		rec := f.serve(httptest.NewRequest(method, "/webhooks/github", nil))
+		if rec.Code != http.StatusMethodNotAllowed {
+			t.Errorf("%s: status %d, want 405", method, rec.Code)
+		}
+		if got := rec.Header().Get("Allow"); got != http.MethodPost {
+			t.Errorf("%s: Allow %q", method, got)
+		}
+	}
+	if got := f.counts(); len(got) != 0 {
+		t.Errorf("counts %v, want none", got)
+	}
+}
+
+func TestPathsNotServed(t *testing.T) {
+	partial, err := NewHandler(Secrets{"github": []byte(secretOf("github"))}, &recordingSink{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := newFixture(t).h
+	for _, c := range []struct {
+		name string
+		h    *Handler
+		path string
+	}{
+		{"unknown kind", full, "/webhooks/gitlab"},
+		{"kind without a secret", partial, "/webhooks/dockerhub"},
+		{"token of a kind without a secret", partial, "/webhooks/dockerhub/" + secretOf("dockerhub")},
+		{"token on a signing kind", full, "/webhooks/github/" + secretOf("github")},
+		{"token on a header kind", full, "/webhooks/harbor/" + secretOf("harbor")},
+		{"empty token", full, "/webhooks/dockerhub/"},
+		{"deeper path", full, "/webhooks/dockerhub/" + secretOf("dockerhub") + "/more"},
+		{"no kind", full, "/webhooks/"},
+		{"outside the prefix", full, "/hooks/github"},
+		{"kind in other case", full, "/webhooks/GitHub"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			c.h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, c.path, strings.NewReader("{}")))
+			if rec.Code != http.StatusNotFound {
+				t.Errorf("status %d, want 404", rec.Code)
+			}
+		})
+	}
+}
+
+func TestEscapedPathToken(t *testing.T) {
+	secret := "a/b c?d%e&f-0123456789"
+	h, err := NewHandler(Secrets{"quay": []byte(secret)}, &recordingSink{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, newRequest("quay", viaPathToken, secret, readSample(t, "quay.json"), nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("status %d, body %q", rec.Code, rec.Body)
+	}
+}
+
+// TestNoSecretInLogsOrAnswers sends every kind good, wrong, missing, oversized,
+// invalid and rate-limited deliveries, and finds neither a secret nor a path
+// token in any log line or answer.
+func TestNoSecretInLogsOrAnswers(t *testing.T) {
+	f := newFixture(t, WithRate(1, 3*len(sampleCases)+4))
+	var answers []string
+	send := func(req *http.Request) {
+		answers = append(answers, f.serve(req).Body.String())
+	}
+	for _, c := range sampleCases {
+		body := readSample(t, c.file)
+		send(newRequest(c.kind, c.via, secretOf(c.kind), body, c.header))
+		send(newRequest(c.kind, c.via, wrongSecret(c.kind), body, c.header))
+		send(newRequest(c.kind, c.via, secretOf(c.kind), []byte(`{"repository":`+"\""+secretOf(c.kind)), c.header))
+	}
+	send(newRequest("dockerhub", viaPathToken, secretOf("dockerhub"), oversized(), nil))
+	send(newRequest("github", viaHubSignature, secretOf("github"), oversized(), nil))
+	send(newRequest("harbor", viaRawHeader, secretOf("harbor"), []byte(`{"type":"PUSH_ARTIFACT"}`), nil))
+	send(newRequest("quay", viaPathToken, secretOf("quay"), []byte(`{"repository":"Not/Valid","updated_tags":[]}`), nil))
+	for range 3 {
+		send(newRequest("dockerhub", viaPathToken, wrongSecret("dockerhub"), nil, nil))
+	}
+	if !strings.Contains(strings.Join(answers, ""), "rate limited") {
+		t.Fatal("the battery never met the rate limit")
+	}
+	logs := f.logs.String()
+	for _, kind := range Kinds() {
+		for _, s := range []string{secretOf(kind), wrongSecret(kind)} {
+			if strings.Contains(logs, s) {
+				t.Errorf("a log line holds %q:\n%s", s, logs)
+			}
+			for _, a := range answers {
+				if strings.Contains(a, s) {
+					t.Errorf("an answer holds %q: %q", s, a)
+				}
+			}
+		}
+	}
+	if strings.Contains(logs, "/webhooks/") {
+		t.Errorf("a log line names a path:\n%s", logs)
+	}
+}
+
+func TestMetricsRegistered(t *testing.T) {
+	f := newFixture(t)
+	const name = "argocd_image_resolver_webhook_events_total"
+	n, err := testutil.GatherAndCount(f.reg, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(Kinds()) * len(outcomes); n != want {
+		t.Errorf("%d series of %s, want %d (every kind and outcome at 0)", n, name, want)
+	}
+	// A second handler on the same registry shares the counter.
+	h2, err := NewHandler(testSecrets(), &recordingSink{}, WithRegisterer(f.reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2.ServeHTTP(httptest.NewRecorder(), newRequest("dockerhub", viaPathToken, "", nil, nil))
+	if got := testutil.ToFloat64(f.h.events.WithLabelValues("dockerhub", outcomeUnauthorized)); got != 1 {
+		t.Errorf("shared counter %v, want 1", got)
+	}
+}
+
+func TestNewHandlerRefuses(t *testing.T) {
+	sink := &recordingSink{}
+	clash := prometheus.NewRegistry()
+	clash.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "webhook_events_total", Help: "x"}))
+	for _, c := range []struct {
+		name    string
+		secrets Secrets
+		sink    Sink
+		opts    []Option
+		want    string
+	}{
+		{"unknown kind", Secrets{"gitlab": []byte(secretOf("gitlab"))}, sink, nil, `unknown kind "gitlab"`},
+		{"short secret", Secrets{"quay": []byte("short")}, sink, nil, "quay secret is shorter than 16 bytes"},
+		{"empty secret", Secrets{"harbor": nil}, sink, nil, "harbor secret is shorter"},
+		{"no sink", testSecrets(), nil, nil, "no sink"},
+		{"metric clash", testSecrets(), sink, []Option{WithRegisterer(clash)}, "registering the webhook metrics"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := NewHandler(c.secrets, c.sink, c.opts...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one with %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestTakesPathToken(t *testing.T) {
+	want := map[string]bool{"dockerhub": true, "quay": true, "gar": true, "acr": true, "ecr": true, "zot": true}
+	for _, k := range Kinds() {
+		if got := TakesPathToken(k); got != want[k] {
+			t.Errorf("TakesPathToken(%s) = %v", k, got)
+		}
+	}
+	if got := Kinds(); len(got) != 10 {
+		t.Errorf("Kinds() = %v, want the 10 kinds", got)
+	}
+}

@@ -1,0 +1,96 @@
+package webhook
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+)
+
+// The defaults of a Handler's limits.
+const (
+	DefaultRate          = 200     // deliveries a second over the whole listener
+	DefaultBurst         = 400     // deliveries at once above the rate
+	DefaultMaxBody       = 1 << 20 // bytes of a body
+	DefaultReplayWindow  = time.Hour
+	DefaultReplayEntries = 10000 // deliveries remembered at most
+)
+
+// Option changes a Handler's defaults.
+type Option func(*config)
+
+type config struct {
+	registerer    prometheus.Registerer
+	log           *slog.Logger
+	rate          rate.Limit
+	burst         int
+	maxBody       int64
+	now           func() time.Time
+	replayWindow  time.Duration
+	replayEntries int
+}
+
+func defaultConfig() config {
+	return config{
+		log:           slog.New(slog.DiscardHandler),
+		rate:          DefaultRate,
+		burst:         DefaultBurst,
+		maxBody:       DefaultMaxBody,
+		now:           time.Now,
+		replayWindow:  DefaultReplayWindow,
+		replayEntries: DefaultReplayEntries,
+	}
+}
+
+// WithRegisterer registers the handler's metrics on reg (by default they are
+// registered nowhere).
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(c *config) { c.registerer = reg }
+}
+
+// WithLogger logs to log (by default nothing is logged). Lines name the kind,
+// never the path, which may hold a secret.
+func WithLogger(log *slog.Logger) Option {
+	return func(c *config) {
+		if log != nil {
+			c.log = log
+		}
+	}
+}
+
+// WithRate limits the whole listener to perSecond deliveries a second with
+// bursts of burst (at least 1); perSecond <= 0 lifts the limit.
+func WithRate(perSecond float64, burst int) Option {
+	return func(c *config) {
+		c.rate, c.burst = rate.Limit(perSecond), max(burst, 1)
+		if perSecond <= 0 {
+			c.rate = rate.Inf
+		}
+	}
+}
+
+// WithMaxBody bounds a body to n bytes (n > 0; otherwise the default stays).
+func WithMaxBody(n int64) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxBody = n
+		}
+	}
+}
+
+// WithClock makes the handler read the time from now (for tests).
+func WithClock(now func() time.Time) Option {
+	return func(c *config) {
+		if now != nil {
+			c.now = now
+		}
+	}
+}
+
+// WithReplayWindow remembers the deliveries of the last window, at most entries
+// of them (the oldest forgotten first); window <= 0 or entries <= 0 turns replay
+// detection off.
+func WithReplayWindow(window time.Duration, entries int) Option {
+	return func(c *config) { c.replayWindow, c.replayEntries = window, entries }
+}

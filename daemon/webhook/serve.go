@@ -1,0 +1,187 @@
+package webhook
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// ServeHTTP answers one delivery: 405 for a method other than POST, 404 for a
+// path not served, 429 over the rate, 401 without a valid secret, 413 for a body
+// over the bound, 400 for a body that is not the kind's payload, and 200 once
+// its pushes are handed to the sink (replays and non-pushes included, so that
+// the sender stops retrying).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "method not allowed: POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	srv, token, ok := h.route(r)
+	if !ok {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	now := h.now()
+	if wait, ok := h.admit(now); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(wait))
+		h.reject(w, srv, outcomeRateLimited, http.StatusTooManyRequests, "rate limited")
+		h.log.Debug("webhook rate limited", "kind", srv.name)
+		return
+	}
+	auth := srv.spec.auth
+	if !auth.signsBody() && !auth.authorizedByHeaders(srv.secret, r.Header, token) {
+		h.unauthorized(w, r, srv)
+		return
+	}
+	body, ok := h.readBody(w, r, srv)
+	if !ok {
+		return
+	}
+	if auth.signsBody() && !auth.authorizedBody(srv.secret, r.Header, body) {
+		h.unauthorized(w, r, srv)
+		return
+	}
+	items, err := srv.spec.parse(r.Header, body)
+	if err != nil {
+		h.log.Warn("webhook payload invalid", "kind", srv.name, "error", err.Error())
+		h.reject(w, srv, outcomeInvalid, http.StatusBadRequest, fmt.Sprintf("invalid %s payload: %v", srv.name, err))
+		return
+	}
+	d := delivery{srv: srv, body: body, now: now, decided: make(map[replayKey]bool)}
+	h.deliver(r.Context(), w, &d, items)
+}
+
+// admit takes a token from the listener's rate limiter, or tells how many
+// seconds to wait for one.
+func (h *Handler) admit(now time.Time) (retryAfter int, ok bool) {
+	res := h.limiter.ReserveN(now, 1)
+	if !res.OK() {
+		return 1, false
+	}
+	delay := res.DelayFrom(now)
+	if delay <= 0 {
+		return 0, true
+	}
+	res.CancelAt(now)
+	return max(1, int(math.Ceil(delay.Seconds()))), false
+}
+
+// readBody reads the body within the bound, answering 413 over it.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, srv *served) ([]byte, bool) {
+	if r.ContentLength > h.maxBody {
+		h.tooLarge(w, srv)
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		h.tooLarge(w, srv)
+		return nil, false
+	case err != nil:
+		h.log.Warn("webhook body unreadable", "kind", srv.name, "error", err.Error())
+		h.reject(w, srv, outcomeInvalid, http.StatusBadRequest, "the body could not be read")
+		return nil, false
+	}
+	return body, true
+}
+
+func (h *Handler) tooLarge(w http.ResponseWriter, srv *served) {
+	h.log.Warn("webhook body too large", "kind", srv.name, "limit", h.maxBody)
+	h.reject(w, srv, outcomeTooLarge, http.StatusRequestEntityTooLarge,
+		fmt.Sprintf("body larger than %d bytes", h.maxBody))
+}
+
+func (h *Handler) unauthorized(w http.ResponseWriter, r *http.Request, srv *served) {
+	h.log.Warn("webhook unauthorized", "kind", srv.name, "remote", r.RemoteAddr)
+	if !srv.spec.auth.signsBody() {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="webhooks"`)
+	}
+	h.reject(w, srv, outcomeUnauthorized, http.StatusUnauthorized, "unauthorized")
+}
+
+// reject counts a delivery refused as a whole and answers it.
+func (h *Handler) reject(w http.ResponseWriter, srv *served, outcome string, status int, msg string) {
+	h.events.WithLabelValues(srv.name, outcome).Inc()
+	http.Error(w, msg, status)
+}
+
+// delivery is one authenticated, parsed delivery being handed on.
+type delivery struct {
+	srv     *served
+	body    []byte
+	now     time.Time
+	decided map[replayKey]bool // replay verdicts already given in this delivery
+	bodyID  string             // "sha256:<hex>" of the body, once computed
+}
+
+// deliver hands each push of d to the sink, counts every event, and answers 200
+// with a summary.
+func (h *Handler) deliver(ctx context.Context, w http.ResponseWriter, d *delivery, items []item) {
+	counts := make(map[string]int, 4)
+	for _, it := range items {
+		outcome := h.handle(ctx, d, it)
+		counts[outcome]++
+		h.events.WithLabelValues(d.srv.name, outcome).Inc()
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, "accepted %d, unused %d, ignored %d, replay %d\n",
+		counts[outcomeAccepted], counts[outcomeUnused], counts[outcomeIgnored], counts[outcomeReplay])
+}
+
+// handle hands one event on, unless it is a replay or not a push, and tells its
+// outcome.
+func (h *Handler) handle(ctx context.Context, d *delivery, it item) string {
+	if h.replayed(d, it.id) {
+		h.log.Debug("webhook replay", "kind", d.srv.name)
+		return outcomeReplay
+	}
+	if !it.push {
+		h.log.Debug("webhook event ignored", "kind", d.srv.name, "reason", it.reason)
+		return outcomeIgnored
+	}
+	ev := it.ev
+	ev.Kind = d.srv.name
+	used := h.sink.Push(ctx, ev)
+	h.log.Info("webhook push", "kind", ev.Kind, "registry", ev.Registry, "repository", ev.Repository,
+		"tag", ev.Tag, "digest", ev.Digest, "used", used)
+	if used {
+		return outcomeAccepted
+	}
+	return outcomeUnused
+}
+
+// replayed reports whether the event of id (the body's hash when "") was handled
+// in the window already. Events of one delivery sharing an id share a verdict.
+func (h *Handler) replayed(d *delivery, id string) bool {
+	if h.replays == nil {
+		return false
+	}
+	if id == "" {
+		if !d.srv.spec.bodyReplay {
+			return false
+		}
+		if d.bodyID == "" {
+			sum := sha256.Sum256(d.body)
+			d.bodyID = "sha256:" + hex.EncodeToString(sum[:])
+		}
+		id = d.bodyID
+	}
+	key := newReplayKey(d.srv.name, id)
+	if dup, ok := d.decided[key]; ok {
+		return dup
+	}
+	dup := !h.replays.first(key, d.now)
+	d.decided[key] = dup
+	return dup
+}
