@@ -110,6 +110,7 @@ var componentObjects = []string{
 	"Role argocd-image-resolver",
 	"RoleBinding argocd-image-resolver",
 	"Service argocd-image-resolver-metrics",
+	"Service argocd-image-resolver-webhooks",
 }
 
 // Where client-go's in-cluster configuration reads the token, CA and namespace.
@@ -239,10 +240,17 @@ func buildOn(t *testing.T, component map[string][]byte, install []byte, namespac
 // install manifest (install.yaml), with deploy/'s files in /deploy.
 func buildWith(t *testing.T, component map[string][]byte, install []byte, kustomization string) resmap.ResMap {
 	t.Helper()
+	return buildApp(t, component, map[string][]byte{"install.yaml": install, "kustomization.yaml": []byte(kustomization)})
+}
+
+// buildApp builds, in memory, the kustomization of the files app (by name, in /app:
+// kustomization.yaml and what it names), with deploy/'s files in /deploy.
+func buildApp(t *testing.T, component map[string][]byte, app map[string][]byte) resmap.ResMap {
+	t.Helper()
 	fs := filesys.MakeFsInMemory()
-	files := map[string][]byte{
-		"/app/install.yaml":       install,
-		"/app/kustomization.yaml": []byte(kustomization),
+	files := map[string][]byte{}
+	for name, b := range app {
+		files["/app/"+name] = b
 	}
 	for name, b := range component {
 		files["/deploy/"+name] = b
@@ -409,6 +417,11 @@ func checkBuild(t *testing.T, resMap resmap.ResMap, install []byte, namespace st
 		t.Fatal("no Service argocd-image-resolver-metrics")
 	}
 	checkMetricsService(t, &svc, &deploy)
+	var hooks corev1.Service
+	if !object(t, resMap, "Service", webhookService, &hooks) {
+		t.Fatalf("no Service %s", webhookService)
+	}
+	checkWebhooksOff(t, "the component", &hooks, &deploy, configMapsOf(t, resMap))
 }
 
 // configMapsOf returns the data of every ConfigMap of resMap, by name.

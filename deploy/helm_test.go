@@ -94,8 +94,10 @@ func chartPod(t *testing.T, install []byte, v chartValues) appsv1.Deployment {
 // TestHelmValues checks deploy/helm/values.yaml: its structure against the chart's
 // keys (strictly typed), the repo-server pod the chart makes of it against what Argo
 // CD and the daemon require (the same checks as the Kustomize component's), and that
-// it installs the component's sidecar, volumes, plugin configuration, RBAC and metrics
-// Service: the Kustomize component is the one source, the values follow it.
+// it installs the component's sidecar, volumes, plugin configuration, RBAC, metrics
+// and webhooks Services: the Kustomize component is the one source, the values follow
+// it. The webhooks, off as in the component, are checked turned on in
+// TestHelmValuesWebhooks.
 func TestHelmValues(t *testing.T) {
 	b, err := os.ReadFile("helm/values.yaml")
 	if err != nil {
@@ -149,24 +151,23 @@ func TestHelmValues(t *testing.T) {
 	}
 	checkTokenVolume(t, pod.Volumes, token.Name)
 
-	// extraObjects: the metrics Service.
-	if len(v.ExtraObjects) != 1 {
-		t.Fatalf("extraObjects has %d objects, want the metrics Service", len(v.ExtraObjects))
+	// extraObjects: the metrics and webhooks Services.
+	if len(v.ExtraObjects) != 2 {
+		t.Fatalf("extraObjects has %d objects, want the metrics and webhooks Services", len(v.ExtraObjects))
 	}
-	ob, _ := yaml.Marshal(v.ExtraObjects[0])
-	var svc corev1.Service
-	if err := yaml.UnmarshalStrict(ob, &svc); err != nil || svc.Kind != "Service" {
-		t.Fatalf("extraObjects[0] is not a Service: %v", err)
-	}
+	var svc, hooks corev1.Service
+	extraObject(t, v, "Service", "argocd-image-resolver-metrics", &svc)
+	extraObject(t, v, "Service", webhookService, &hooks)
 	checkMetricsService(t, &svc, &deploy)
+	checkWebhooksOff(t, "helm/values.yaml", &hooks, &deploy, map[string]map[string]string{"argocd-cmp-cm": cmp})
 
 	// The same as the component: build it on the same install and compare.
 	resMap := buildOn(t, deployFiles(t), install, "argocd")
 	var built appsv1.Deployment
-	var builtSvc corev1.Service
+	var builtSvc, builtHooks corev1.Service
 	var role rbacv1.Role
 	if !object(t, resMap, "Deployment", "argocd-repo-server", &built) || !object(t, resMap, "Service", "argocd-image-resolver-metrics", &builtSvc) ||
-		!object(t, resMap, "Role", "argocd-image-resolver", &role) {
+		!object(t, resMap, "Service", webhookService, &builtHooks) || !object(t, resMap, "Role", "argocd-image-resolver", &role) {
 		t.Fatal("the component did not build")
 	}
 	want := sidecarOf(t, &built.Spec.Template.Spec).DeepCopy()
@@ -192,8 +193,140 @@ func TestHelmValues(t *testing.T) {
 	if !equality.Semantic.DeepEqual(role.Rules, v.RepoServer.Rbac) {
 		t.Errorf("repoServer.rbac %+v, the component's Role %+v", v.RepoServer.Rbac, role.Rules)
 	}
-	builtSvc.Namespace = ""
-	if !equality.Semantic.DeepEqual(svc, builtSvc) {
-		t.Errorf("extraObjects' Service %+v differs from the component's %+v", svc, builtSvc)
+	for _, s := range []struct{ values, built *corev1.Service }{{&svc, &builtSvc}, {&hooks, &builtHooks}} {
+		s.built.Namespace = ""
+		if !equality.Semantic.DeepEqual(*s.values, *s.built) {
+			t.Errorf("extraObjects' Service %+v differs from the component's %+v", *s.values, *s.built)
+		}
+	}
+}
+
+// extraObject decodes, strictly, the object of kind and name of extraObjects into out.
+func extraObject(t *testing.T, v chartValues, kind, name string, out any) {
+	t.Helper()
+	for _, o := range v.ExtraObjects {
+		md, _ := o["metadata"].(map[string]any)
+		if o["kind"] != kind || md["name"] != name {
+			continue
+		}
+		b, _ := yaml.Marshal(o)
+		if err := yaml.UnmarshalStrict(b, out); err != nil {
+			t.Fatalf("extraObjects' %s %s: %v", kind, name, err)
+		}
+		return
+	}
+	t.Fatalf("extraObjects has no %s %s", kind, name)
+}
+
+// webhooksMarker starts, in helm/values.yaml, a block of commented lines to
+// uncomment to turn the registry webhooks on.
+const webhooksMarker = "# [webhooks]"
+
+// uncommentWebhooks turns helm/values.yaml's webhooks on as its comment tells a
+// user to: after each line webhooksMarker starts, the comment lines of the same
+// indentation, up to the next line that is not one, lose their "# ". It returns
+// the text and the number of blocks.
+func uncommentWebhooks(text string) (string, int) {
+	lines := strings.Split(text, "\n")
+	blocks := 0
+	for i := 0; i < len(lines); i++ {
+		trimmed := strings.TrimLeft(lines[i], " ")
+		if !strings.HasPrefix(trimmed, webhooksMarker) {
+			continue
+		}
+		blocks++
+		indent := lines[i][:len(lines[i])-len(trimmed)]
+		for i++; i < len(lines); i++ {
+			rest, ok := strings.CutPrefix(lines[i], indent+"# ")
+			if !ok {
+				break
+			}
+			lines[i] = indent + rest
+		}
+		i--
+	}
+	return strings.Join(lines, "\n"), blocks
+}
+
+// TestHelmValuesWebhooks turns the webhooks on in helm/values.yaml as its comment
+// says (uncommentWebhooks) and checks the result as TestHelmValues checks the file,
+// against the component with webhooks/: the same sidecar, volumes and ConfigMap,
+// and what the daemon requires of them (checkWebhooksOn).
+func TestHelmValuesWebhooks(t *testing.T) {
+	b, err := os.ReadFile("helm/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, blocks := uncommentWebhooks(string(b))
+	// env, volumeMounts, volumes, extraObjects
+	if blocks != 4 {
+		t.Fatalf("helm/values.yaml has %d blocks after %q, want 4: the sidecar's env and volumeMounts, repoServer.volumes, extraObjects", blocks, webhooksMarker)
+	}
+	var v chartValues
+	if err := yaml.UnmarshalStrict([]byte(text), &v); err != nil {
+		t.Fatalf("helm/values.yaml with the webhooks uncommented does not have the chart's structure: %v\n%s", err, text)
+	}
+	install := argoCDManifests(t, argoCDVersions(t)[0], "install.yaml")["install.yaml"]
+	deploy := chartPod(t, install, v)
+	pod := &deploy.Spec.Template.Spec
+	if len(v.RepoServer.ExtraContainers) != 1 {
+		t.Fatalf("repoServer.extraContainers has %d containers, want the sidecar", len(v.RepoServer.ExtraContainers))
+	}
+	if len(v.ExtraObjects) != 3 {
+		t.Fatalf("extraObjects has %d objects, want the metrics and webhooks Services and the ConfigMap %s", len(v.ExtraObjects), webhookConfigMap)
+	}
+	var hooks corev1.Service
+	var cm corev1.ConfigMap
+	extraObject(t, v, "Service", webhookService, &hooks)
+	extraObject(t, v, "ConfigMap", webhookConfigMap, &cm)
+	cmp := map[string]string{}
+	for name, spec := range v.Configs.Cmp.Plugins {
+		doc, _ := yaml.Marshal(map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "ConfigManagementPlugin",
+			"metadata": map[string]any{"name": name}, "spec": spec})
+		cmp[name+".yaml"] = string(doc)
+	}
+	configMaps := map[string]map[string]string{"argocd-cmp-cm": cmp, cm.Name: cm.Data}
+	checkSidecarPod(t, pod, configMaps, "repo-server")
+	plain := chartPod(t, install, chartValues{})
+	checkRestricted(t, "helm/values.yaml with webhooks", &plain, &deploy, sidecarName)
+	checkWebhooksOn(t, "helm/values.yaml with webhooks", &hooks, &deploy, configMaps)
+
+	// The same as the component with webhooks/.
+	resMap, built, _ := buildWebhooks(t, deployFiles(t), install, "argocd")
+	want := sidecarOf(t, &built.Spec.Template.Spec).DeepCopy()
+	got := sidecarOf(t, pod).DeepCopy()
+	// In any order: Kustomize puts a patch's entries first, the values follow the
+	// component's order; no variable refers to another ($(NAME)).
+	for _, c := range []*corev1.Container{want, got} {
+		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == pluginConfig })
+		slices.SortFunc(c.Env, func(a, b corev1.EnvVar) int { return strings.Compare(a.Name, b.Name) })
+		slices.SortFunc(c.VolumeMounts, func(a, b corev1.VolumeMount) int { return strings.Compare(a.MountPath, b.MountPath) })
+		for _, e := range c.Env {
+			if strings.Contains(e.Value, "$(") {
+				t.Errorf("%s: env %s refers to another variable: its order matters", c.Name, e.Name)
+			}
+		}
+	}
+	if !equality.Semantic.DeepEqual(got, want) {
+		gb, _ := yaml.Marshal(got)
+		wb, _ := yaml.Marshal(want)
+		t.Errorf("repoServer.extraContainers with webhooks differs from the sidecar of the component with webhooks/:\n%s\n---- want ----\n%s", gb, wb)
+	}
+	pluginVolume := mountAt(sidecarOf(t, pod), pluginConfig).Name
+	for _, vol := range v.RepoServer.Volumes {
+		if vol.Name == pluginVolume {
+			continue
+		}
+		if bv := volumeOf(&built.Spec.Template.Spec, vol.Name); bv == nil || !equality.Semantic.DeepEqual(*bv, vol) {
+			t.Errorf("repoServer.volumes %s with webhooks differs from the component's: %+v, want %+v", vol.Name, vol, bv)
+		}
+	}
+	var builtCM corev1.ConfigMap
+	if !object(t, resMap, "ConfigMap", webhookConfigMap, &builtCM) {
+		t.Fatalf("webhooks/ has no ConfigMap %s", webhookConfigMap)
+	}
+	builtCM.Namespace = ""
+	if !equality.Semantic.DeepEqual(cm, builtCM) {
+		t.Errorf("extraObjects' ConfigMap %+v differs from webhooks/'s %+v", cm, builtCM)
 	}
 }

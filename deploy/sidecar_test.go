@@ -376,6 +376,18 @@ func checkSocketPath(t *testing.T, c *corev1.Container, pod *corev1.PodSpec) {
 // is the sidecar's (the first container port of that name in the pod).
 func checkMetricsService(t *testing.T, svc *corev1.Service, deploy *appsv1.Deployment) {
 	t.Helper()
+	_, port, _ := net.SplitHostPort(config.DefaultMetricsAddr)
+	if target := serviceTarget(t, svc, deploy); target != sidecarName+":"+port {
+		t.Errorf("Service %s targetPort %s reaches %q, want the sidecar's %s", svc.Name, svc.Spec.Ports[0].TargetPort.String(), target, port)
+	}
+}
+
+// serviceTarget checks that the Service selects the Deployment's pods and has one
+// port, with a named targetPort, and returns what that port reaches in the pod,
+// "container:port" (the first container port of that name, as Kubernetes takes it),
+// or "" if none.
+func serviceTarget(t *testing.T, svc *corev1.Service, deploy *appsv1.Deployment) string {
+	t.Helper()
 	pod := &deploy.Spec.Template.Spec
 	if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(deploy.Spec.Template.Labels)) || len(svc.Spec.Selector) == 0 {
 		t.Errorf("Service %s selector %v does not select the repo-server pods %v", svc.Name, svc.Spec.Selector, deploy.Spec.Template.Labels)
@@ -384,17 +396,16 @@ func checkMetricsService(t *testing.T, svc *corev1.Service, deploy *appsv1.Deplo
 		t.Fatalf("Service %s ports %+v, want one", svc.Name, svc.Spec.Ports)
 	}
 	tp := svc.Spec.Ports[0].TargetPort
-	var target string
+	if tp.Type != intstr.String {
+		t.Errorf("Service %s targetPort %s is a number: name the sidecar's port", svc.Name, tp.String())
+		return ""
+	}
 	for _, c := range pod.Containers {
-		if tp.Type == intstr.String && containerPort(&c, tp) != "" {
-			target = c.Name + ":" + containerPort(&c, tp)
-			break
+		if p := containerPort(&c, tp); p != "" {
+			return c.Name + ":" + p
 		}
 	}
-	_, port, _ := net.SplitHostPort(config.DefaultMetricsAddr)
-	if target != sidecarName+":"+port {
-		t.Errorf("Service %s targetPort %s reaches %q, want the sidecar's %s", svc.Name, tp.String(), target, port)
-	}
+	return ""
 }
 
 // admitsPort reports whether the NetworkPolicies let traffic from some pod of some
