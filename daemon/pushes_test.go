@@ -12,7 +12,9 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache/redistest"
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
@@ -196,4 +198,52 @@ func TestHardRefreshReadsTheRegistryAgain(t *testing.T) {
 	if out := render("rev1"); !strings.Contains(out, image+":1.3.0") {
 		t.Errorf("hard refresh right after another read of the list and a push: want 1.3.0:\n%s", out)
 	}
+}
+
+// TestWebhookReachesTheOtherReplica: two replicas sharing Redis; the app was
+// rendered on the second only; the registry's webhook reaches the first (the
+// Service picked it). The first tells the second through Redis, which reads the
+// list again and refreshes the app at once, shipped TTLs notwithstanding.
+func TestWebhookReachesTheOtherReplica(t *testing.T) {
+	rs := redistest.Start(t)
+	s := rt.New(t)
+	pushTags(t, s, "web", "linux/amd64", "1.0.0", "1.1.0")
+	first, second := webhookConfig(t), testConfig()
+	useRedis(&first, rs.Addr)
+	useRedis(&second, rs.Addr)
+	n1, n2 := &fakeNotifier{}, &fakeNotifier{}
+	a, _ := startDaemon(t, first, WithNotifier(n1))
+	b, _ := startDaemon(t, second, WithNotifier(n2))
+	image := s.Ref("web")
+	dir := appDir(t, image+":1.0.0")
+	policy := map[string]string{"image-list": "web=" + image + ":~1", "web.platforms": "linux/amd64"}
+	delegatedRender(t, b.cfg.Socket, dir, argoEnviron(t, "web", "0123abc", policy))
+	waitSubscribed(t, rs.Addr, 2)
+
+	pushTags(t, s, "web", "linux/amd64", "1.0.0", "1.1.0", "1.2.0")
+	if code := postDistribution(t, a.WebhookAddr(), testHookSecret, s.Host, "web", "1.2.0"); code/100 != 2 {
+		t.Fatalf("the push event: %d", code)
+	}
+	waitFor(t, "the other replica refreshed the app", func() bool { return n2.count() == 1 })
+	if n1.count() != 0 {
+		t.Errorf("the replica that got the event (tracking nothing) refreshed %d apps", n1.count())
+	}
+	if got := metricValue(t, a, "argocd_image_resolver_webhook_events_total", map[string]string{"kind": "distribution", "outcome": "unused"}); got != 1 {
+		t.Errorf("first replica's outcome: unused = %v, want 1 (it uses nothing itself)", got)
+	}
+}
+
+// waitSubscribed waits until n daemons listen on the push channel of the shared tier.
+func waitSubscribed(t *testing.T, addr string, n int64) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	waitFor(t, "daemons subscribed", func() bool {
+		chs, err := c.PubSubChannels(context.Background(), "*:pushed").Result()
+		if err != nil || len(chs) != 1 {
+			return false
+		}
+		m, err := c.PubSubNumSub(context.Background(), chs[0]).Result()
+		return err == nil && m[chs[0]] >= n
+	})
 }
