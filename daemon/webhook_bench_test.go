@@ -3,9 +3,13 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,9 +90,50 @@ func heapInUse() int64 {
 }
 
 // flood posts perSecond distribution push events a second, each for another
-// repository no app uses, until the returned stop, which says how many were sent.
+// repository no app uses, from a process of its own (TestFloodHelperProcess),
+// so that the sender's CPU is not the daemon's, until the returned stop, which
+// says how many were sent.
 func flood(tb testing.TB, addr, host string, perSecond int) (stop func() int64) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFloodHelperProcess$")
+	cmd.Env = append(os.Environ(), floodEnv+"="+fmt.Sprintf("%s|%s|%d", addr, host, perSecond))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	return func() int64 {
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			tb.Fatalf("flood process: %v: %s", err, out.String())
+		}
+		var n int64
+		for _, line := range strings.Split(out.String(), "\n") {
+			if v, ok := strings.CutPrefix(line, "sent "); ok {
+				n, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		return n
+	}
+}
+
+const floodEnv = "IMAGE_RESOLVER_TEST_FLOOD"
+
+// TestFloodHelperProcess is the sender of flood, run as a process of its own:
+// it posts until its stdin closes, then prints how many it sent.
+func TestFloodHelperProcess(t *testing.T) {
+	spec := os.Getenv(floodEnv)
+	if spec == "" {
+		return // not a helper process: nothing to test here
+	}
+	parts := strings.Split(spec, "|")
+	addr, host := parts[0], parts[1]
+	perSecond, _ := strconv.Atoi(parts[2])
 	ctx, cancel := context.WithCancel(context.Background())
+	go func() { io.Copy(io.Discard, os.Stdin); cancel() }() //nolint:errcheck // EOF ends it
 	var sent atomic.Int64
 	var wg sync.WaitGroup
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 5 * time.Second}
@@ -110,16 +155,13 @@ func flood(tb testing.TB, addr, host string, perSecond int) (stop func() int64) 
 				req.Header.Set("Authorization", "Bearer "+testHookSecret)
 				req.Header.Set("Content-Type", "application/vnd.docker.distribution.events.v2+json")
 				if resp, err := client.Do(req); err == nil {
+					io.Copy(io.Discard, resp.Body) //nolint:errcheck
 					resp.Body.Close()
 					sent.Add(1)
 				}
 			}
 		})
 	}
-	return func() int64 {
-		cancel()
-		wg.Wait()
-		client.CloseIdleConnections()
-		return sent.Load()
-	}
+	wg.Wait()
+	fmt.Printf("sent %d\n", sent.Load())
 }
