@@ -118,6 +118,7 @@ var componentObjects = []string{
 	"Role argocd-image-resolver",
 	"RoleBinding argocd-image-resolver",
 	"Service argocd-image-resolver-metrics",
+	"Service argocd-image-resolver-webhooks",
 }
 
 // objects lists "Kind name" of a multi-document YAML, checking that none has a namespace.
