@@ -18,12 +18,13 @@ const Namespace = resolve.MetricsNamespace
 const (
 	LayerTags     = "tags"     // repository -> tag list (TTL)
 	LayerHead     = "head"     // repository:tag -> descriptor (TTL)
+	LayerRecords  = "records"  // API and repository -> a metadata API's tag records (TTL, memory only)
 	LayerManifest = "manifest" // digest -> manifest (LRU, no expiry)
 	LayerBlob     = "blob"     // digest -> config blob (LRU, no expiry)
 )
 
 // Layers lists the cache layers.
-var Layers = []string{LayerTags, LayerHead, LayerManifest, LayerBlob}
+var Layers = []string{LayerTags, LayerHead, LayerRecords, LayerManifest, LayerBlob}
 
 // Metrics are the registry view's Prometheus metrics, in a registry of their own
 // that the daemon adds its metrics to: the caches' and, embedded, the registry
@@ -43,6 +44,9 @@ type Metrics struct {
 	// push was announced (a registry webhook) or an app was hard-refreshed.
 	Revalidations *prometheus.CounterVec // layer, result
 	Shared        *prometheus.CounterVec // layer
+	// MetadataFallbacks counts resolutions whose registry's metadata API could not
+	// answer, resolved through the OCI protocol instead.
+	MetadataFallbacks *prometheus.CounterVec // api
 
 	*resolve.TransportMetrics
 }
@@ -57,14 +61,18 @@ func NewMetrics() *Metrics {
 		return c
 	}
 	m := &Metrics{
-		Registry:      reg,
-		CacheHits:     f("cache_hits_total", "Cache lookups answered by a fresh entry.", "layer"),
-		CacheMisses:   f("cache_misses_total", "Cache lookups not answered from memory (absent or expired entry): read from Redis when the daemons share it (cache_redis_hits_total), else fetched from the registry.", "layer"),
-		CacheStale:    f("cache_stale_serves_total", "Expired entries served because the registry failed (stale-if-error).", "layer"),
-		Evictions:     f("cache_evictions_total", "Entries evicted from the size-bounded caches.", "layer"),
-		RefreshAhead:  f("refresh_ahead_total", "Background refreshes of entries in use before they expire, by result (ok, error).", "layer", "result"),
-		Revalidations: f("cache_revalidations_total", "Entries read again from the registry before their TTL ended, because a registry webhook announced a push to the repository or an app was hard-refreshed (docs/freshness.md), by result (ok, error).", "layer", "result"),
-		Shared:        f("singleflight_shared_total", "Lookups that joined a registry fetch already in flight instead of starting one.", "layer"),
+		Registry:          reg,
+		CacheHits:         f("cache_hits_total", "Cache lookups answered by a fresh entry.", "layer"),
+		CacheMisses:       f("cache_misses_total", "Cache lookups not answered from memory (absent or expired entry): read from Redis when the daemons share it (cache_redis_hits_total), else fetched from the registry.", "layer"),
+		CacheStale:        f("cache_stale_serves_total", "Expired entries served because the registry failed (stale-if-error).", "layer"),
+		Evictions:         f("cache_evictions_total", "Entries evicted from the size-bounded caches.", "layer"),
+		RefreshAhead:      f("refresh_ahead_total", "Background refreshes of entries in use before they expire, by result (ok, error).", "layer", "result"),
+		Revalidations:     f("cache_revalidations_total", "Entries read again from the registry before their TTL ended, because a registry webhook announced a push to the repository or an app was hard-refreshed (docs/freshness.md), by result (ok, error).", "layer", "result"),
+		Shared:            f("singleflight_shared_total", "Lookups that joined a registry fetch already in flight instead of starting one.", "layer"),
+		MetadataFallbacks: f("metadata_api_fallbacks_total", "Resolutions whose registry's metadata API (Docker Hub's tags API, Harbor's artifacts, ...) could not answer (not offered, 404, credentials refused, rate limited, malformed), resolved through the OCI protocol instead, by API.", "api"),
+	}
+	for _, api := range resolve.MetadataAPIs[:len(resolve.MetadataAPIs)-1] {
+		m.MetadataFallbacks.WithLabelValues(api)
 	}
 	m.TransportMetrics = resolve.NewTransportMetrics(reg)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -74,7 +82,7 @@ func NewMetrics() *Metrics {
 		m.CacheHits.WithLabelValues(l)
 		m.CacheMisses.WithLabelValues(l)
 		m.Shared.WithLabelValues(l)
-		if l == LayerTags || l == LayerHead {
+		if l == LayerTags || l == LayerHead || l == LayerRecords {
 			m.CacheStale.WithLabelValues(l)
 			m.RefreshAhead.WithLabelValues(l, "ok")
 			m.RefreshAhead.WithLabelValues(l, "error")

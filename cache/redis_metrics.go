@@ -40,7 +40,7 @@ func newRedisMetrics(m *Metrics) *redisMetrics {
 		errors: counter("cache_redis_errors_total", "Failed Redis commands by operation (read, write, lease, ping); a failure that says Redis is unreachable "+
 			"or too slow makes the daemon stop using it until a probe succeeds.", "op"),
 	}
-	for _, l := range Layers {
+	for _, l := range sharedLayers {
 		rm.hits.WithLabelValues(l)
 		rm.misses.WithLabelValues(l)
 		for _, reason := range rejectReasons {
@@ -56,3 +56,7 @@ func newRedisMetrics(m *Metrics) *redisMetrics {
 	}
 	return rm
 }
+
+// sharedLayers are the layers the shared tier holds (not the metadata APIs'
+// listings, kept in each daemon's memory).
+var sharedLayers = []string{LayerTags, LayerHead, LayerManifest, LayerBlob}

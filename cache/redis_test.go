@@ -231,7 +231,7 @@ func TestRedisRestartedDaemonAsksRegistryNothingKnown(t *testing.T) {
 	if n := s.Total(); n != 0 {
 		t.Errorf("restarted daemon: %d registry requests, want 0 (all in redis): %s", n, describeCounts(s))
 	}
-	for _, l := range Layers {
+	for _, l := range sharedLayers {
 		if redisCount(again, "hits", l) == 0 {
 			t.Errorf("layer %s: no redis hits", l)
 		}
@@ -334,7 +334,7 @@ func TestRedisDownSlowAndBack(t *testing.T) {
 // operation. With the circuit open it does not move.
 func redisAsked(f *fixture) string {
 	var b strings.Builder
-	for _, l := range Layers {
+	for _, l := range sharedLayers {
 		for _, which := range []string{"hits", "misses", "corrupt", "waits"} {
 			fmt.Fprintf(&b, "%s %s %v; ", l, which, redisCount(f, which, l))
 		}

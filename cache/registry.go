@@ -67,6 +67,7 @@ type Registry struct {
 	m         *Metrics
 	tags      *ttlLayer[[]string]
 	heads     *ttlLayer[headVal]
+	metadata  *metadataLayer // metadata APIs' listings (metadata.go)
 	manifests *lru[*resolve.Manifest]
 	blobs     *lru[[]byte]
 	sfMan     singleflight.Group
@@ -161,6 +162,8 @@ func NewRegistry(inner resolve.Registry, opts ...Option) *Registry {
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.tags = newTTLLayer(r, LayerTags, o.tagTTL, tagsCodec)
 	r.heads = newTTLLayer(r, LayerHead, o.headTTL, headCodec)
+	r.metadata = &metadataLayer{layer: newTTLLayer(r, LayerRecords, o.tagTTL, valueCodec[[]resolve.TagRecord]{}), apis: map[string]metadataSource{}, byRepo: map[string][]string{},
+		times: newLRU(metadataTimesBytes, func(k string, _ buildTime) int64 { return int64(len(k)) + 48 })}
 	r.manifests = newLRU(o.manifestBytes, func(_ string, m *resolve.Manifest) int64 {
 		return int64(cap(m.Raw)) + int64(len(m.MediaType)) + 64
 	})
@@ -230,8 +233,17 @@ func (r *Registry) ListTags(ctx context.Context, repo name.Repository) ([]string
 // as it was and the registry's error is returned.
 func (r *Registry) RevalidateTags(ctx context.Context, repo name.Repository, since time.Time) error {
 	key := resolve.RepoKey(repo)
+	if err := r.revalidateRecords(ctx, key, since); err != nil {
+		return err
+	}
+	if r.tags.lookup(key) == nil && r.metadataHeld(key) {
+		return nil // listed through a metadata API only
+	}
 	return r.tags.revalidate(ctx, key, key, since, r.listTags(repo))
 }
+
+// metadataHeld reports whether a metadata API's listing of repoKey is held.
+func (r *Registry) metadataHeld(repoKey string) bool { return r.metadata.held(repoKey) }
 
 // RevalidateHead makes sure the descriptor of repo's tag was read at or after
 // since, as RevalidateTags: a tag pushed again (latest) points at its new digest.
@@ -268,7 +280,9 @@ func (r *Registry) headOf(repo name.Repository, tag string) fetchFunc[headVal] {
 
 // TagsCached reports whether this daemon holds a tag list of the repository
 // (by resolve.RepoKey), fresh or not.
-func (r *Registry) TagsCached(repoKey string) bool { return r.tags.lookup(repoKey) != nil }
+func (r *Registry) TagsCached(repoKey string) bool {
+	return r.tags.lookup(repoKey) != nil || r.metadataHeld(repoKey)
+}
 
 // headVal is a compact descriptor: what the resolver needs of a tag's HEAD. There
 // is one per tag (100,000 in a large view), so a sha256 digest is kept as its 32

@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache/redistest"
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
@@ -190,4 +192,54 @@ func waitSubscribers(t *testing.T, c *redis.Client, channel string, n int64) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("%s: fewer than %d subscribers after 5s", channel, n)
+}
+
+// countingAPI is a metadata API answering a fixed listing, counting calls.
+type countingAPI struct {
+	mu    sync.Mutex
+	calls int
+	tags  []string
+}
+
+func (a *countingAPI) Name() string { return "counting" }
+
+func (a *countingAPI) ListTagRecords(context.Context, name.Repository) ([]resolve.TagRecord, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls++
+	var out []resolve.TagRecord
+	for _, t := range a.tags {
+		out = append(out, resolve.TagRecord{Tag: t})
+	}
+	return out, nil
+}
+
+// TestCachedMetadata: a metadata API's listing is cached for the tag TTL (one
+// call for any number of readers), read again by a revalidation after a push,
+// and counts as a held list for pushes.
+func TestCachedMetadata(t *testing.T) {
+	s := rt.New(t)
+	clock := newFakeClock()
+	f := newFixture(t, s, nil, nil, WithClock(clock.Now), WithRefreshAhead(0))
+	api := &countingAPI{tags: []string{"1.0.0"}}
+	cached := f.reg.CachedMetadata(api)
+	repo := mustRepo(t, s.Ref("app"))
+	ctx := context.Background()
+	for range 5 {
+		if recs, err := cached.ListTagRecords(ctx, repo); err != nil || len(recs) != 1 {
+			t.Fatalf("%v, %v", recs, err)
+		}
+	}
+	if api.calls != 1 || !f.reg.TagsCached(resolve.RepoKey(repo)) {
+		t.Fatalf("5 listings: %d API calls, held %v; want 1, true", api.calls, f.reg.TagsCached(resolve.RepoKey(repo)))
+	}
+	clock.Advance(time.Second)
+	api.tags = append(api.tags, "1.1.0")
+	if err := f.reg.RevalidateTags(ctx, repo, clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := cached.ListTagRecords(ctx, repo)
+	if api.calls != 2 || len(recs) != 2 || s.Total() != 0 {
+		t.Errorf("after a revalidation: %d API calls, %d records, %d registry requests; want 2, 2, 0", api.calls, len(recs), s.Total())
+	}
 }

@@ -160,7 +160,7 @@ func (l *ttlLayer[V]) fetch(ctx context.Context, key string, old *entry[V], fetc
 // takes its age (since it was fetched from the registry).
 func (l *ttlLayer[V]) fetchAccepting(ctx context.Context, key string, old *entry[V], accept func(age time.Duration) bool, fetch fetchFunc[V]) (V, time.Time, error) {
 	rd := l.r.shared
-	if rd == nil {
+	if rd == nil || l.codec.parse == nil { // no shared tier, or a layer kept in memory only
 		v, err := fetch(ctx, old)
 		return v, l.r.now(), err
 	}

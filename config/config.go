@@ -63,6 +63,9 @@ type Config struct {
 	RateLimits          []resolve.RateLimit // per registry host, "*" for the rest
 	RegistryConcurrency int                 // requests in flight per registry (0: no bound)
 	FetchTimeout        time.Duration
+	// ClockSkew is how much later than its push time (as a registry's metadata
+	// API reports it) an image's build time may be (resolve.WithClockSkew).
+	ClockSkew time.Duration
 
 	// Registries is the per-registry client configuration (endpoint, insecure, page
 	// size, credentials, apps), the top-level registries: of the file or the
@@ -159,6 +162,7 @@ func DefaultConfig() Config {
 	return Config{
 		Socket:              api.DefaultSocket,
 		MetricsAddr:         DefaultMetricsAddr,
+		ClockSkew:           resolve.DefaultClockSkew,
 		TagTTL:              cache.DefaultTagTTL,
 		HeadTTL:             cache.DefaultHeadTTL,
 		StaleIfError:        cache.DefaultStaleIfError,

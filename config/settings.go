@@ -233,6 +233,8 @@ func Settings() []Setting {
 			func(c *Config) *time.Duration { return &c.TagTTL }, time.Second),
 		durationSetting("headTTL", "IMAGE_RESOLVER_HEAD_TTL", "head-ttl", "how long a tag's digest is fresh (then one HEAD checks it)",
 			func(c *Config) *time.Duration { return &c.HeadTTL }, time.Second),
+		durationSetting("clockSkew", "IMAGE_RESOLVER_CLOCK_SKEW", "clock-skew", "how much later than its push time, as a registry's metadata API says it, an image's build time may be (newest-build reads candidates newest-pushed first and stops at one pushed this much before the best build time found)",
+			func(c *Config) *time.Duration { return &c.ClockSkew }, 0),
 		durationSetting("staleIfError", "IMAGE_RESOLVER_STALE_IF_ERROR", "stale-if-error", "how long past its TTL an answer is served when the registry fails (0: never)",
 			func(c *Config) *time.Duration { return &c.StaleIfError }, 0),
 		{Key: "refreshAhead", Env: "IMAGE_RESOLVER_REFRESH_AHEAD", Flag: "refresh-ahead", Usage: "last part of a TTL in which a read refreshes the entry in the background (0: off)", Type: "fraction",

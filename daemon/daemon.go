@@ -125,7 +125,8 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		cache.WithRedis(shared)}, o.cacheOpts...)...)
 	verdicts := cache.NewVerdicts(cache.VerdictOptions{Redis: shared, Metrics: d.Metrics.Metrics})
 	reads := newReadingRegistry(d.Registry) // tells a render that gave up whether the registry is still being read
-	if d.Resolver, err = compose.NewResolver(cfg, reads, verdicts, o.log, resolve.WithObserver(d.Metrics.observeResolution)); err != nil {
+	apis := compose.MetadataAPIs(cfg, remote, d.Registry.CachedMetadata, d.Metrics.Metrics, o.log)
+	if d.Resolver, err = compose.NewResolver(cfg, reads, verdicts, o.log, resolve.WithObserver(d.Metrics.observeResolution), apis); err != nil {
 		d.Registry.Close()
 		return nil, err
 	}

@@ -26,6 +26,14 @@ func (r *Result) WriteText(w io.Writer, explain bool) error {
 		fmt.Fprintf(tw, "  digest\t%s\n", r.Digest)
 	}
 	fmt.Fprintf(tw, "  strategy\t%s\n", r.Strategy)
+	switch {
+	case r.MetadataAPI != "" && explain:
+		fmt.Fprintf(tw, "  listed by\t%s API (build times: %d candidates read through the OCI protocol, %d asked of the API)\n", r.MetadataAPI, r.ConfigReads, r.BuildTimeReads)
+	case r.MetadataAPI != "":
+		fmt.Fprintf(tw, "  listed by\t%s API\n", r.MetadataAPI)
+	case r.MetadataFallback != "":
+		fmt.Fprintf(tw, "  listed by\tOCI protocol (the metadata API failed: %s)\n", r.MetadataFallback)
+	}
 	fmt.Fprintf(tw, "  candidates\t%d\n", r.Candidates)
 	plats := "any (no platform required)"
 	if len(r.Platforms) > 0 {

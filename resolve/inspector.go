@@ -114,6 +114,17 @@ func (in *inspector) meta(ctx context.Context, tags []string) (map[string]*TagIn
 	return in.infos, nil
 }
 
+// put records what is known of tag (from a metadata API, or read on the native
+// path); started: nothing more is to be read of it.
+func (in *inspector) put(tag string, info *TagInfo, started bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.infos[tag] = info
+	if started {
+		in.started[tag] = true
+	}
+}
+
 // info is what was learnt of tag, nil if it was not inspected.
 func (in *inspector) info(tag string) *TagInfo {
 	in.mu.Lock()

@@ -6,10 +6,12 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -56,6 +58,39 @@ type RegistryConfig struct {
 	// requirement (both must hold; see RegistryTable.RequiredTrust), it never
 	// lifts a broader one, and an app's verify can only narrow it.
 	RequireSignature *VerifySpec `json:"requireSignature,omitempty"`
+	// MetadataAPI is the registry's own metadata API tags are listed through
+	// (dockerhub, harbor, gar, ecr, acr, quay; none: the OCI protocol only); ""
+	// follows the host (DefaultMetadataAPI). MetadataURL is its base URL ("": the
+	// vendor's).
+	MetadataAPI string `json:"metadataAPI,omitempty"`
+	MetadataURL string `json:"metadataURL,omitempty"`
+}
+
+// DefaultMetadataAPI is the metadata API of a registry host when its entry
+// names none: Docker Hub's, Artifact Registry's, ECR's, ACR's and Quay.io's are
+// known by their hosts; Harbor's must be declared; elsewhere none.
+func DefaultMetadataAPI(host string) string {
+	switch {
+	case host == "docker.io" || host == name.DefaultRegistry || host == "registry-1.docker.io":
+		return MetadataDockerHub
+	case strings.HasSuffix(host, "-docker.pkg.dev"):
+		return MetadataGAR
+	case reECRHost.MatchString(host):
+		return MetadataECR
+	case reACRHost.MatchString(host):
+		return MetadataACR
+	case host == "quay.io":
+		return MetadataQuay
+	}
+	return MetadataNone
+}
+
+// EffectiveMetadataAPI is the entry's metadataAPI, or its host's default.
+func (rc RegistryConfig) EffectiveMetadataAPI() string {
+	if rc.MetadataAPI != "" {
+		return rc.MetadataAPI
+	}
+	return DefaultMetadataAPI(rc.Host())
 }
 
 // DefaultCredentialsTimeout bounds an ext: credentials script unless the entry
@@ -136,6 +171,34 @@ func isGoogleHost(host string) bool {
 	return host == "gcr.io" || strings.HasSuffix(host, ".gcr.io") || strings.HasSuffix(host, ".pkg.dev")
 }
 
+// checkMetadataAPI checks an entry's metadataAPI and metadataURL.
+func checkMetadataAPI(rc *RegistryConfig, field func(string) string) error {
+	if rc.MetadataAPI != "" && !slices.Contains(MetadataAPIs, rc.MetadataAPI) {
+		return &InputError{Field: field("metadataAPI"), Value: rc.MetadataAPI, Accepted: strings.Join(MetadataAPIs, ", ")}
+	}
+	if rc.MetadataURL == "" {
+		return nil
+	}
+	u, err := url.Parse(rc.MetadataURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" {
+		return &InputError{Field: field("metadataURL"), Value: redactURL(rc.MetadataURL),
+			Accepted: "the API's base URL, https://host[:port][/path], without credentials or query"}
+	}
+	if rc.EffectiveMetadataAPI() == MetadataNone {
+		return &InputError{Field: field("metadataURL"), Value: rc.MetadataURL,
+			Accepted: "a metadataURL with a metadataAPI (" + strings.Join(MetadataAPIs[:len(MetadataAPIs)-1], ", ") + ")"}
+	}
+	return nil
+}
+
+// redactURL hides a URL's credentials.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return s
+}
+
 // ParseRegistries parses registries configuration; source names it in errors.
 func ParseRegistries(source string, raw []byte) ([]RegistryConfig, error) {
 	var f RegistriesFile
@@ -188,6 +251,9 @@ func checkEndpoint(rc *RegistryConfig, field func(string) string, seen map[strin
 	if math.IsNaN(rc.RateLimit) || math.IsInf(rc.RateLimit, 0) || rc.RateLimit < 0 {
 		return &InputError{Field: field("rateLimit"), Value: fmt.Sprint(rc.RateLimit),
 			Accepted: "requests per second: 0 (no limit of its own) or a positive number, e.g. 5 or 0.5"}
+	}
+	if err := checkMetadataAPI(rc, field); err != nil {
+		return err
 	}
 	if rc.DefaultNamespace != "" {
 		ok := reNamespace.MatchString(rc.DefaultNamespace)

@@ -43,4 +43,8 @@ type TagInfo struct {
 	Platforms []Platform
 	// Created is the build time, when known.
 	Created time.Time
+
+	// listed: the digest came from a metadata API's list, not from the manifest's
+	// bytes; a pin confirms it first.
+	listed bool
 }

@@ -38,7 +38,19 @@ type Remote struct {
 	gens     map[string]uint64 // entry prefix -> credential generation
 	manMemo  sync.Map          // digest string -> *Manifest
 	blobMemo sync.Map          // digest string -> []byte
+	// rt carries every request: bounds, limiter, credential redaction, retries.
+	rt http.RoundTripper
 }
+
+// Transport is the transport the Remote's requests go through (the limiter, the
+// bounds of one answer, retries honouring Retry-After, credential redaction):
+// for a registry's metadata API client, so that its requests are governed and
+// counted as the registry's are.
+func (r *Remote) Transport() http.RoundTripper { return r.rt }
+
+// Keychain is the credentials keychain of the Remote (the registries entries'
+// credential sources).
+func (r *Remote) Keychain() authn.Keychain { return r.o.keychain }
 
 // pullerKey selects a Puller: one per page size, registry entry and credential
 // generation, so that a rejected credential is fetched again with fresh
@@ -119,6 +131,7 @@ func NewRemote(opts ...RemoteOption) (*Remote, error) {
 	base = &boundedTransport{next: base, header: o.headerTimeout, overall: o.requestTimeout, maxPageBytes: o.maxPageBytes,
 		maxReferrersBytes: o.maxReferrersBytes}
 	rt := &retryTransport{next: base, policy: o.retry}
+	r.rt = rt
 	r.common = []remote.Option{
 		remote.WithTransport(rt),
 		remote.WithAuthFromKeychain(originKeychain{r}),

@@ -48,6 +48,16 @@ type Result struct {
 	// ([A-Za-z0-9_][A-Za-z0-9._-]{0,127}) and were skipped before any filter or
 	// strategy saw them (a Warning says so, quoting at most one, truncated).
 	InvalidTags int `json:"invalidTags,omitempty"`
+	// MetadataAPI names the registry's metadata API the tags were listed through
+	// (dockerhub, harbor, ...; "" for the OCI protocol); MetadataFallback says why
+	// an API configured for the registry could not answer (the OCI protocol did).
+	MetadataAPI      string `json:"metadataAPI,omitempty"`
+	MetadataFallback string `json:"metadataFallback,omitempty"`
+	// ConfigReads is how many candidates' build times or platforms the native path
+	// read through the OCI protocol (a manifest and a config each), for --explain;
+	// BuildTimeReads how many it asked the metadata API for (BuildTimer).
+	ConfigReads    int `json:"-"`
+	BuildTimeReads int `json:"-"`
 }
 
 // ReferenceFor is the reference a manifest gets for the chosen tag, spelled with
@@ -97,6 +107,11 @@ type Resolver struct {
 	requiredTrust    RequiredTrust
 	verifyCandidates int
 	filterMaxCost    int // bound of a policy's filters' estimated cost over a tag list
+
+	// metadataFor gives a repository's metadata API (native.go); nil: none.
+	metadataFor        MetadataAPIFor
+	onMetadataFallback func(api string, err error)
+	clockSkew          time.Duration
 
 	// slots bounds the tags inspected at once per registry host across every
 	// resolution of this Resolver (concurrency each): 500 cold resolutions at once
@@ -177,7 +192,7 @@ func WithVerifyCandidates(n int) ResolverOption {
 // NewResolver returns a Resolver reading from reg.
 func NewResolver(reg Registry, opts ...ResolverOption) *Resolver {
 	r := &Resolver{reg: reg, concurrency: 8, slots: map[string]chan struct{}{}, verifyCandidates: DefaultVerifyCandidates,
-		filterMaxCost: DefaultTagFilterMaxCost}
+		filterMaxCost: DefaultTagFilterMaxCost, clockSkew: DefaultClockSkew}
 	for _, o := range opts {
 		o(r)
 	}
@@ -234,18 +249,26 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 	in := r.newInspector(ctx, repo, p)
 	defer in.stop()
 	var tags []string
-	var listed map[string]bool // nil when the repository was not listed
+	var listed map[string]bool        // nil when the repository was not listed
+	var records map[string]*TagRecord // the metadata API's, nil on the OCI path
+	native := false
+	api := r.metadataAPI(repo, p)
+	if api != nil {
+		records, tags, native = r.listNative(ctx, api, repo, in, res)
+	}
 	if p.strategy == Digest {
 		// Only one tag can win: no need to list the repository.
 		tags = []string{p.constraint}
 	} else {
 		lctx := ctx
-		if p.strategy == NewestBuild {
+		if p.strategy == NewestBuild && !native {
 			// Every candidate's metadata is needed: start reading it as pages come.
 			lctx = withTagPages(ctx, in.page)
 		}
-		if tags, err = r.reg.ListTags(lctx, repo); err != nil {
-			return nil, err
+		if !native {
+			if tags, err = r.reg.ListTags(lctx, repo); err != nil {
+				return nil, err
+			}
 		}
 		if trust != nil {
 			listed = make(map[string]bool, len(tags))
@@ -263,7 +286,20 @@ func (r *Resolver) resolve(ctx context.Context, repo name.Repository, written st
 	if err != nil {
 		return nil, stoppedIn(res.Image, err)
 	}
-	ordered, rejected, err := p.order.order(ctx, allowed, in.meta)
+	var ordered []string
+	var rejected []Rejection
+	if native && p.strategy == NewestBuild && trust == nil {
+		var ok bool
+		if ordered, ok, err = r.nativeNewest(ctx, api, repo, p, in, records, allowed, res); err != nil {
+			return nil, err
+		}
+		if ok {
+			res.Candidates = len(allowed)
+			w := walk{r: r, in: in, repo: repo, p: p, trust: trust, listed: listed, res: res}
+			return w.run(ctx, ordered)
+		}
+	}
+	ordered, rejected, err = p.order.order(ctx, allowed, in.meta)
 	if err != nil {
 		return nil, stoppedIn(res.Image, err)
 	}

@@ -96,6 +96,13 @@ func (w *walk) skipPlatforms(t string, info *TagInfo) bool {
 // digestInfo makes sure the candidate's digest is known (a HEAD when nothing was
 // read), confirming it by the manifest's bytes when it will be pinned.
 func (w *walk) digestInfo(ctx context.Context, t string, info *TagInfo) (*TagInfo, error) {
+	if info != nil && info.listed && w.pinned() {
+		// A metadata API's digest is confirmed by the manifest's bytes before it
+		// is pinned, as a HEAD's is.
+		if err := w.r.confirmDigest(ctx, w.repo, w.res.Image+":"+t, info.Digest); err != nil {
+			return nil, err
+		}
+	}
 	if info != nil {
 		return info, nil
 	}

@@ -66,6 +66,7 @@ func NewResolver(c config.Config, reg resolve.Registry, verdicts resolve.Verdict
 		resolve.WithRequiredTrust(table.RequiredTrust),
 		resolve.WithVerifyCandidates(c.Trust.VerifyCandidates),
 		resolve.WithTagFilterMaxCost(c.TagFilterMaxCost),
+		resolve.WithClockSkew(c.ClockSkew),
 	}
 	return resolve.NewResolver(reg, append(base, opts...)...), nil
 }
@@ -160,7 +161,7 @@ func NewDirectResolver(c config.Config, log *slog.Logger, opts ...resolve.Remote
 	if err != nil {
 		return nil, err
 	}
-	return NewResolver(c, remote, nil, log)
+	return NewResolver(c, remote, nil, log, MetadataAPIs(c, remote, nil, nil, log))
 }
 
 // NewPinWriter builds the git writer of pins (pin-mode write and use) of the

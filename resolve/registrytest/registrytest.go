@@ -170,6 +170,10 @@ type Server struct {
 	writes   atomic.Uint64
 	tagsMu   sync.Mutex
 	tagLists map[string]sortedTags
+	pushed   map[string]time.Time // "repo:tag" -> push time (describe.go)
+	// pushVersion counts push-time changes; described keeps Describe's answers.
+	pushVersion atomic.Uint64
+	described   map[string]describedRepo
 }
 
 // New starts a Server that is closed when the test ends.

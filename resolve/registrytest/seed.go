@@ -44,6 +44,7 @@ func (s *Server) PushE(repo, tag string, img v1.Image) error {
 	if err := remote.Write(ref, img, s.seedOptions(context.Background())...); err != nil {
 		return fmt.Errorf("registrytest: push %s: %w", ref, err)
 	}
+	s.notePushed(repo, tag)
 	return nil
 }
 
@@ -64,6 +65,7 @@ func (s *Server) PushIndexE(repo, tag string, idx v1.ImageIndex) error {
 	if err := remote.WriteIndex(ref, idx, s.seedOptions(context.Background())...); err != nil {
 		return fmt.Errorf("registrytest: push index %s: %w", ref, err)
 	}
+	s.notePushed(repo, tag)
 	return nil
 }
 
@@ -94,6 +96,7 @@ func (s *Server) TagE(repo, tag, digest string) error {
 	if rec.Code != http.StatusCreated {
 		return fmt.Errorf("registrytest: tag %s/%s:%s: status %d: %s", s.Host, repo, tag, rec.Code, strings.TrimSpace(rec.Body.String()))
 	}
+	s.notePushed(repo, tag)
 	return nil
 }
 
