@@ -2,6 +2,7 @@ package resolve
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -79,6 +80,12 @@ type BuildTimer interface {
 // MetadataAPIFor returns the metadata API to use for a repository, or nil for
 // none (the OCI protocol only).
 type MetadataAPIFor func(repo name.Repository) MetadataAPI
+
+// ErrMetadataPaused is the error of a metadata API paused after a failure
+// (compose pauses a registry's API for a while rather than failing at every
+// resolution): the resolver uses the OCI protocol without counting a new
+// fallback.
+var ErrMetadataPaused = errors.New("metadata API paused after a failure")
 
 // DefaultClockSkew is how much later than its push time a tag's build time may
 // be and still be taken as at most its push time (build machines' clocks).

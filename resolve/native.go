@@ -3,6 +3,7 @@ package resolve
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -49,6 +50,10 @@ func (r *Resolver) metadataAPI(repo name.Repository, p *Policy) MetadataAPI {
 // protocol, and res says why.
 func (r *Resolver) listNative(ctx context.Context, api MetadataAPI, repo name.Repository, in *inspector, res *Result) (records map[string]*TagRecord, tags []string, ok bool) {
 	recs, err := api.ListTagRecords(ctx, repo)
+	if errors.Is(err, ErrMetadataPaused) {
+		res.MetadataFallback = api.Name() + ": " + err.Error()
+		return nil, nil, false
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			res.MetadataFallback = api.Name() + ": " + errorLine(err)

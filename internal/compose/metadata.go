@@ -1,9 +1,12 @@
 package compose
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 
@@ -71,9 +74,60 @@ func (b *metadataAPIs) For(repo name.Repository) resolve.MetadataAPI {
 	if err != nil {
 		b.log.Warn("metadata API not used: the OCI protocol answers for this registry", "api", kind, "registry", key, "err", err)
 		api = nil
-	} else if b.wrap != nil {
-		api = b.wrap(api)
+	} else {
+		api = newPausing(api, metadataPause)
+		if b.wrap != nil {
+			api = b.wrap(api)
+		}
 	}
 	b.clients[kind+"|"+key] = api
 	return api
+}
+
+// metadataPause is how long a registry's metadata API is left alone after it
+// failed: its resolutions use the OCI protocol meanwhile, without a request to
+// the API and a fallback counted for each.
+const metadataPause = 5 * time.Minute
+
+// newPausing wraps api in a pausing one, keeping its build times (BuildTimer).
+func newPausing(api resolve.MetadataAPI, pause time.Duration) resolve.MetadataAPI {
+	p := &pausing{MetadataAPI: api, pause: pause}
+	if bt, ok := api.(resolve.BuildTimer); ok {
+		return pausingBuildTimes{pausing: p, bt: bt}
+	}
+	return p
+}
+
+// pausingBuildTimes is a pausing API that gives build times.
+type pausingBuildTimes struct {
+	*pausing
+	bt resolve.BuildTimer
+}
+
+func (p pausingBuildTimes) BuildTime(ctx context.Context, repo name.Repository, rec resolve.TagRecord, prefer []resolve.Platform) (time.Time, bool, error) {
+	return p.bt.BuildTime(ctx, repo, rec, prefer)
+}
+
+// pausing is a metadata API that is not asked for pause after a failure.
+type pausing struct {
+	resolve.MetadataAPI
+	pause time.Duration
+	mu    sync.Mutex
+	until time.Time
+}
+
+func (p *pausing) ListTagRecords(ctx context.Context, repo name.Repository) ([]resolve.TagRecord, error) {
+	p.mu.Lock()
+	until := p.until
+	p.mu.Unlock()
+	if time.Now().Before(until) {
+		return nil, fmt.Errorf("%w until %s", resolve.ErrMetadataPaused, until.UTC().Format(time.RFC3339))
+	}
+	recs, err := p.MetadataAPI.ListTagRecords(ctx, repo)
+	if err != nil && ctx.Err() == nil {
+		p.mu.Lock()
+		p.until = time.Now().Add(p.pause)
+		p.mu.Unlock()
+	}
+	return recs, err
 }
