@@ -165,3 +165,43 @@ func TestFloodHelperProcess(t *testing.T) {
 	wg.Wait()
 	fmt.Printf("sent %d\n", sent.Load())
 }
+
+// BenchmarkFloodP99Interleaved: the render p99 quiet and under 1,000 webhook
+// events a second for unrelated repositories (the shipped rate limit), in
+// alternating rounds on one daemon, so that the machine's other load weighs on
+// both alike; reports the median of the rounds' p99s and their ratio.
+func BenchmarkFloodP99Interleaved(b *testing.B) {
+	s := rt.New(b)
+	pushTags(b, s, "web", "linux/amd64", "1.0.0", "1.1.0")
+	d, _ := startDaemon(b, webhookConfig(b), WithNotifier(&fakeNotifier{}))
+	image := s.Ref("web")
+	dir := appDir(b, image+":1.0.0")
+	policy := map[string]string{"image-list": "web=" + image + ":~1", "web.platforms": "linux/amd64"}
+	n := 0
+	segment := func(renders int) time.Duration {
+		lat := make([]time.Duration, 0, renders)
+		for range renders {
+			n++
+			t0 := time.Now()
+			delegatedRender(b, d.cfg.Socket, dir, argoEnviron(b, "web", fmt.Sprintf("rev-%d", n), policy))
+			lat = append(lat, time.Since(t0))
+		}
+		slices.Sort(lat)
+		return lat[len(lat)*99/100]
+	}
+	segment(200) // warm
+	var quiet, flooded []time.Duration
+	for range b.N {
+		quiet = append(quiet, segment(1000))
+		stop := flood(b, d.WebhookAddr(), s.Host, 1000)
+		time.Sleep(time.Second) // past the limiter's burst
+		flooded = append(flooded, segment(1000))
+		stop()
+	}
+	slices.Sort(quiet)
+	slices.Sort(flooded)
+	q, f := quiet[len(quiet)/2], flooded[len(flooded)/2]
+	b.ReportMetric(float64(q.Microseconds())/1000, "p99-quiet-ms")
+	b.ReportMetric(float64(f.Microseconds())/1000, "p99-flood-ms")
+	b.ReportMetric(float64(f)/float64(q), "ratio")
+}
