@@ -192,8 +192,12 @@ func testHardRefreshByHand(t *testing.T, lab *Lab) {
 			t.Fatal(err)
 		}
 		hardRefresh(t, lab, "by-hand")
+		imgs := get(t, manifests(t, lab, "by-hand"), "Deployment/web").Images()
+		// argocd app manifests may render again too (v2.14 does, under another
+		// cache key), and its render is a hard refresh that may read the list
+		// anew: the next push waits for the bound from the end of both.
 		lastRead = time.Now()
-		if imgs := get(t, manifests(t, lab, "by-hand"), "Deployment/web").Images(); !slices.Contains(imgs, repo+":"+tag) {
+		if !slices.Contains(imgs, repo+":"+tag) {
 			missed = append(missed, fmt.Sprintf("%s: rendered %s", tag, strings.Join(imgs, ", ")))
 		}
 	}
