@@ -243,3 +243,50 @@ func TestCachedMetadata(t *testing.T) {
 		t.Errorf("after a revalidation: %d API calls, %d records, %d registry requests; want 2, 2, 0", api.calls, len(recs), s.Total())
 	}
 }
+
+// TestSlowFetchSentBeforeAPush: a tag list fetch sent before a push and
+// answered after it (a slow registry, a refresh ahead) neither stands for a read
+// after the push nor replaces the list a revalidation read after it: an entry is
+// as old as the request that read it.
+func TestSlowFetchSentBeforeAPush(t *testing.T) {
+	for _, revalidateFirst := range []bool{true, false} {
+		name := map[bool]string{true: "revalidation-ends-first", false: "slow-fetch-ends-first"}[revalidateFirst]
+		t.Run(name, func(t *testing.T) {
+			clock := newFakeClock()
+			f := newFixture(t, rt.New(t), nil, nil, WithClock(clock.Now), WithRefreshAhead(0))
+			layer, key, ctx := f.reg.tags, "registry.test/app", context.Background()
+			release, fetching := make(chan struct{}), make(chan struct{})
+			slow := func(context.Context, *entry[[]string]) ([]string, error) {
+				close(fetching)
+				<-release
+				return []string{"1.0.0"}, nil // the list as it was when asked
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if _, err := layer.get(ctx, key, key, "tags", slow); err != nil {
+					t.Error(err)
+				}
+			}()
+			<-fetching
+			clock.Advance(time.Second)
+			pushedAt := clock.Now() // 1.1.0 pushed while the slow fetch runs
+			clock.Advance(time.Second)
+			current := func(context.Context, *entry[[]string]) ([]string, error) { return []string{"1.0.0", "1.1.0"}, nil }
+			if !revalidateFirst {
+				close(release)
+				<-done
+			}
+			if err := layer.revalidate(ctx, key, key, pushedAt, current); err != nil {
+				t.Fatal(err)
+			}
+			if revalidateFirst {
+				close(release)
+				<-done
+			}
+			if e := layer.lookup(key); e == nil || !slices.Equal(e.val, []string{"1.0.0", "1.1.0"}) {
+				t.Errorf("after a revalidation for a push: %v, want the pushed tag (the slow fetch's answer predates the push)", e)
+			}
+		})
+	}
+}

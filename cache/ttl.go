@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,8 @@ type ttlLayer[V any] struct {
 	c     *gocache.Cache
 	sf    singleflight.Group
 	codec valueCodec[V] // for the shared tier
+	// storeMu makes storeAt's compare and set one step.
+	storeMu sync.Mutex
 }
 
 type entry[V any] struct {
@@ -135,8 +138,15 @@ func (l *ttlLayer[V]) fill(ctx context.Context, key, repoKey string, fetch fetch
 }
 
 // storeAt stores v as fetched from the registry at fetched (by this daemon, or by
-// another one through Redis).
+// another one through Redis), unless the entry held was fetched later: a slow
+// fetch sent before a push must not replace the answer of one sent after it (a
+// webhook's or a hard refresh's revalidation).
 func (l *ttlLayer[V]) storeAt(key string, v V, fetched time.Time) {
+	l.storeMu.Lock()
+	defer l.storeMu.Unlock()
+	if cur := l.lookup(key); cur != nil && cur.fetched.After(fetched) {
+		return
+	}
 	l.c.SetDefault(key, &entry[V]{val: v, fetched: fetched})
 }
 
@@ -157,19 +167,24 @@ func (l *ttlLayer[V]) fetch(ctx context.Context, key string, old *entry[V], fetc
 }
 
 // fetchAccepting is fetch with the rule for a value found in Redis given: accept
-// takes its age (since it was fetched from the registry).
+// takes its age (since it was fetched from the registry). The time returned for
+// a fetch of this daemon's is when it was sent: its answer may predate anything
+// that happened while it ran (a push, and the revalidation that followed it).
 func (l *ttlLayer[V]) fetchAccepting(ctx context.Context, key string, old *entry[V], accept func(age time.Duration) bool, fetch fetchFunc[V]) (V, time.Time, error) {
 	rd := l.r.shared
+	sent := l.r.now()
 	if rd == nil || l.codec.parse == nil { // no shared tier, or a layer kept in memory only
 		v, err := fetch(ctx, old)
-		return v, l.r.now(), err
+		return v, sent, err
 	}
-	now := l.r.now()
-	v, age, err := sharedFill(ctx, rd, l.name, key, l.ttl, l.codec, accept, func(ctx context.Context) (V, error) { return fetch(ctx, old) })
+	v, age, err := sharedFill(ctx, rd, l.name, key, l.ttl, l.codec, accept, func(ctx context.Context) (V, error) {
+		sent = l.r.now() // after waiting on another replica's lease
+		return fetch(ctx, old)
+	})
 	if age == 0 {
-		return v, l.r.now(), err
+		return v, sent, err
 	}
-	return v, now.Add(-age), err
+	return v, l.r.now().Add(-age), err
 }
 
 // refreshAhead starts a background refresh of an entry read in the last part of its
