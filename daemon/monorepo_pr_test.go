@@ -163,7 +163,7 @@ func TestMonorepoPullRequests(t *testing.T) {
 			m.renderAll(t, md.d)
 			for round, tag := range []string{"1.1.0", "1.2.0"} {
 				_, calls := m.newTagPass(t, md, tag, round+1)
-				if calls != tc.callsEach {
+				if !forgeCallsAsWanted(t, m.proxy.Requests(), tc.callsEach) {
 					t.Errorf("tag %s: %d forge API calls, want %d:\n%s", tag, calls, tc.callsEach, m.proxy.Summary())
 				}
 				if open := m.openWithTag(t, tag); open != tc.prs || len(m.gitea.PullRequests(t, m.repo, "open")) != tc.prs {
@@ -185,6 +185,23 @@ func TestMonorepoPullRequests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// forgeCallsAsWanted reports whether a pass made want forge API calls: exactly,
+// when every call was answered; a call that failed (Gitea answering 5xx, or the
+// recording proxy failing to reach it, both seen when the machine is loaded)
+// allows the writer's reconciliation, one listing and one call again, and no more.
+func forgeCallsAsWanted(tb testing.TB, calls []giteatest.Request, want int) bool {
+	failed := 0
+	for _, c := range calls {
+		if c.Status >= 500 {
+			failed++
+		}
+	}
+	if failed > 0 {
+		tb.Logf("%d of %d forge API calls failed (5xx): up to %d more calls allowed", failed, len(calls), 2*failed)
+	}
+	return len(calls) >= want && len(calls) <= want+2*failed
 }
 
 // BenchmarkMonorepoPullRequests is the pull-request figure of issue 23 on a
