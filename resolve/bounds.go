@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -170,36 +171,79 @@ func isTagList(req *http.Request) bool {
 	return req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/tags/list")
 }
 
+// requestTimer is the one timer of a request's two bounds: until the response
+// header comes it runs to the header's deadline (or the whole request's, when
+// that is sooner), then to the whole request's. One timer instead of one per
+// bound: a resolution sends thousands of requests.
+type requestTimer struct {
+	t       *time.Timer
+	cancel  context.CancelCauseFunc
+	host    string
+	header  time.Duration // 0: none
+	overall time.Duration // 0: none
+	start   time.Time
+	// body is set once the header came, the timer stopped before it fired:
+	// from then on it is the whole request's.
+	body atomic.Bool
+	done sync.Once
+}
+
+// headerFirst reports whether the header's deadline comes before the whole
+// request's.
+func (rt *requestTimer) headerFirst() bool {
+	return rt.header > 0 && (rt.overall <= 0 || rt.header < rt.overall)
+}
+
+// fire cuts the request off with the timeout whose deadline passed.
+func (rt *requestTimer) fire() {
+	if !rt.body.Load() && rt.headerFirst() {
+		rt.cancel(&TimeoutError{Host: rt.host, What: "response header", After: rt.header})
+		return
+	}
+	rt.cancel(&TimeoutError{Host: rt.host, What: "request", After: rt.overall})
+}
+
+// headerCame moves the timer on to the whole request's deadline. A timer that
+// fired already has cut the request off.
+func (rt *requestTimer) headerCame() {
+	if rt.t == nil || !rt.t.Stop() {
+		return
+	}
+	rt.body.Store(true)
+	if rt.overall > 0 {
+		rt.t.Reset(max(rt.overall-time.Since(rt.start), 0))
+	}
+}
+
+// release ends the request's bounds, once: its timer and its context.
+func (rt *requestTimer) release() {
+	rt.done.Do(func() {
+		if rt.t != nil {
+			rt.t.Stop()
+		}
+		rt.cancel(nil)
+	})
+}
+
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
-	var overall *time.Timer
-	if t.overall > 0 {
-		overall = time.AfterFunc(t.overall, func() {
-			cancel(&TimeoutError{Host: req.URL.Host, What: "request", After: t.overall})
-		})
-	}
-	var header *time.Timer
-	if t.header > 0 {
-		header = time.AfterFunc(t.header, func() {
-			cancel(&TimeoutError{Host: req.URL.Host, What: "response header", After: t.header})
-		})
-	}
-	release := sync.OnceFunc(func() {
-		if overall != nil {
-			overall.Stop()
+	rt := &requestTimer{cancel: cancel, host: req.URL.Host, header: max(t.header, 0), overall: max(t.overall, 0)}
+	if rt.header > 0 || rt.overall > 0 {
+		first := rt.overall
+		if rt.headerFirst() {
+			first = rt.header
 		}
-		cancel(nil)
-	})
-	resp, err := t.next.RoundTrip(req.WithContext(ctx))
-	if header != nil {
-		header.Stop()
+		rt.start = time.Now()
+		rt.t = time.AfterFunc(first, rt.fire)
 	}
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	rt.headerCame()
 	if err != nil {
 		err = t.cause(req, ctx, err)
-		release()
+		rt.release()
 		return nil, err
 	}
-	b := &boundedBody{rc: resp.Body, ctx: ctx, parent: req.Context(), release: release}
+	b := &boundedBody{rc: resp.Body, ctx: ctx, parent: req.Context(), bounds: rt}
 	if t.maxPageBytes > 0 && isTagList(req) {
 		b.limit, b.limitErr = t.maxPageBytes, &pageBytesError{max: t.maxPageBytes}
 	}
@@ -234,11 +278,11 @@ func (t *boundedTransport) cause(req *http.Request, ctx context.Context, err err
 // boundedBody ends the request's timers when closed, reports a timeout as such,
 // and with a limit reads at most limit+1 bytes before failing.
 type boundedBody struct {
-	rc      io.ReadCloser
-	ctx     context.Context
-	parent  context.Context
-	release func()
-	limit   int64 // 0: none
+	rc     io.ReadCloser
+	ctx    context.Context
+	parent context.Context
+	bounds *requestTimer
+	limit  int64 // 0: none
 	// limitErr is the error past limit.
 	limitErr error
 	read     int64
@@ -282,7 +326,7 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 
 func (b *boundedBody) Close() error {
 	err := b.rc.Close()
-	b.release()
+	b.bounds.release()
 	return err
 }
 

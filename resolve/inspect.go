@@ -3,12 +3,14 @@ package resolve
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // createdAnnotation is the OCI annotation for an image's build time.
@@ -29,11 +31,11 @@ func inspect(ctx context.Context, reg Registry, repo name.Repository, tag string
 	}
 	info := &TagInfo{Digest: m.Digest, MediaType: m.MediaType}
 	if m.IsIndex() {
-		idx, err := v1.ParseIndexManifest(bytes.NewReader(m.Raw))
+		idx, err := decodeFields[indexFields](m.Raw)
 		if err != nil {
 			return nil, fmt.Errorf("parse index %s:%s: %w", repo, tag, err)
 		}
-		var child *v1.Descriptor
+		var child *descriptorFields
 		for i := range idx.Manifests {
 			d := &idx.Manifests[i]
 			p := PlatformOf(d.Platform)
@@ -77,7 +79,7 @@ func inspect(ctx context.Context, reg Registry, repo name.Repository, tag string
 
 // imageDetails reads an image manifest's config for its platform and build time.
 func imageDetails(ctx context.Context, reg Registry, repo name.Repository, tag string, m *Manifest) (Platform, time.Time, error) {
-	man, err := v1.ParseManifest(bytes.NewReader(m.Raw))
+	man, err := decodeFields[manifestFields](m.Raw)
 	if err != nil {
 		return Platform{}, time.Time{}, fmt.Errorf("parse manifest %s:%s: %w", repo, tag, err)
 	}
@@ -86,7 +88,7 @@ func imageDetails(ctx context.Context, reg Registry, repo name.Repository, tag s
 	if err != nil {
 		return Platform{}, time.Time{}, err
 	}
-	cfg, err := v1.ParseConfigFile(bytes.NewReader(raw))
+	cfg, err := decodeFields[configFields](raw)
 	if err != nil {
 		return Platform{}, time.Time{}, fmt.Errorf("parse config of %s:%s: %w", repo, tag, err)
 	}
@@ -95,6 +97,56 @@ func imageDetails(ctx context.Context, reg Registry, repo name.Repository, tag s
 		created = cfg.Created.Time
 	}
 	return p, created, nil
+}
+
+// An index, a manifest and a config are decoded with encoding/json into the
+// fields inspect uses of them, not whole: the fields below are those of
+// v1.IndexManifest, v1.Manifest and v1.ConfigFile, with the same names, types
+// and decoding. A resolution decodes three documents per tag, and
+// go-containerregistry's types build every layer, history entry and environment
+// variable of them; most of a cold resolution's decoding time went there. A
+// document that is not JSON fails as before; a field inspect does not read is
+// no longer type-checked (inspect_decode_test.go checks the fields it reads
+// against go-containerregistry's).
+
+type indexFields struct {
+	Manifests   []descriptorFields `json:"manifests"`
+	Annotations map[string]string  `json:"annotations,omitempty"`
+}
+
+type descriptorFields struct {
+	MediaType types.MediaType `json:"mediaType"`
+	Digest    v1.Hash         `json:"digest"`
+	Platform  *v1.Platform    `json:"platform,omitempty"`
+}
+
+type manifestFields struct {
+	Config struct {
+		Digest v1.Hash `json:"digest"`
+	} `json:"config"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+type configFields struct {
+	Architecture string  `json:"architecture"`
+	Created      v1.Time `json:"created,omitempty"`
+	OS           string  `json:"os"`
+	Variant      string  `json:"variant,omitempty"`
+}
+
+// decodeFields decodes the first JSON value of raw, as go-containerregistry's
+// Parse functions do with a json.Decoder: what follows the value is not read.
+// A whole document that is one value, the common case, is decoded in place with
+// json.Unmarshal (no copy into a Decoder's buffer); any other is decoded again,
+// from scratch, by a Decoder, whose answer (value or error) is the one given.
+func decodeFields[T any](raw []byte) (T, error) {
+	var v T
+	if json.Unmarshal(raw, &v) == nil {
+		return v, nil
+	}
+	var w T
+	err := json.NewDecoder(bytes.NewReader(raw)).Decode(&w)
+	return w, err
 }
 
 func parseCreated(annotations map[string]string) time.Time {

@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -32,14 +31,24 @@ type Remote struct {
 	common []remote.Option
 	table  registryTable
 	// creds is o.keychain when it knows configured credential sources.
-	creds    CredentialKeychain
-	pullers  sync.Map // pullerKey -> func() (*remote.Puller, error)
-	genMu    sync.Mutex
-	gens     map[string]uint64 // entry prefix -> credential generation
-	manMemo  sync.Map          // digest string -> *Manifest
-	blobMemo sync.Map          // digest string -> []byte
+	creds CredentialKeychain
+	// clients holds, by clientKey, the *repoClient of every repository read:
+	// its authenticated transport and Puller (fetch.go).
+	clients sync.Map
+	// jobs holds, by pullerKey, the bound of blob reads in flight (WithJobs).
+	jobs sync.Map
+	// endpoints memoises endpoint by repository: the registries table is
+	// fixed, and every request would otherwise look it up again.
+	endpoints sync.Map // name.Repository -> target
+	genMu     sync.Mutex
+	gens      map[string]uint64 // entry prefix -> credential generation
+	manMemo   sync.Map          // digest string -> *Manifest
+	blobMemo  sync.Map          // digest string -> []byte
 	// rt carries every request: bounds, limiter, credential redaction, retries.
 	rt http.RoundTripper
+	// ua is rt with go-containerregistry's User-Agent, what the repositories'
+	// authenticated transports are built on.
+	ua http.RoundTripper
 }
 
 // Transport is the transport the Remote's requests go through (the limiter, the
@@ -52,9 +61,9 @@ func (r *Remote) Transport() http.RoundTripper { return r.rt }
 // credential sources).
 func (r *Remote) Keychain() authn.Keychain { return r.o.keychain }
 
-// pullerKey selects a Puller: one per page size, registry entry and credential
-// generation, so that a rejected credential is fetched again with fresh
-// authenticated transports for that entry only.
+// pullerKey selects the clients of repositories (clientKey): one per page size,
+// registry entry and credential generation, so that a rejected credential is
+// fetched again with fresh authenticated transports for that entry only.
 type pullerKey struct {
 	pageSize int
 	entry    string
@@ -119,7 +128,7 @@ func NewRemote(opts ...RemoteOption) (*Remote, error) {
 	}
 	base := o.transport
 	if base == nil {
-		base = newBaseTransport(o.insecure, insecureHosts, caHosts)
+		base = newBaseTransport(o.insecure, insecureHosts, caHosts, o.jobs)
 	}
 	if o.wrap != nil {
 		base = o.wrap(base)
@@ -132,36 +141,25 @@ func NewRemote(opts ...RemoteOption) (*Remote, error) {
 		maxReferrersBytes: o.maxReferrersBytes}
 	rt := &retryTransport{next: base, policy: o.retry}
 	r.rt = rt
+	// The User-Agent go-containerregistry would put on rt (WithUserAgent): the
+	// handshake of each repository's transport keeps it (fetch.go).
+	r.ua = transport.NewUserAgent(rt, o.userAgent)
+	// The Pullers are given a repository's authenticated transport, a
+	// *transport.Wrapper: go-containerregistry adds no retry of its own to it (our
+	// transport retries, honouring Retry-After).
 	r.common = []remote.Option{
-		remote.WithTransport(rt),
-		remote.WithAuthFromKeychain(originKeychain{r}),
-		remote.WithUserAgent(o.userAgent),
 		remote.WithJobs(o.jobs),
-		// Our transport retries, honouring Retry-After; ggcr's own retry would not.
-		remote.WithRetryBackoff(remote.Backoff{Steps: 1}),
-		remote.WithRetryPredicate(func(error) bool { return false }),
-		remote.WithRetryStatusCodes(),
 		// Referrers (referrers.go) tells a registry without the referrers API
 		// apart; the caller reads the fallback tag itself.
 		remote.WithReferrersTagFallback(false),
 	}
-	if _, err := r.puller(pullerKey{pageSize: o.pageSize}); err != nil {
+	// The options are checked as go-containerregistry checks them.
+	if _, err := remote.NewPuller(append(append([]remote.Option(nil), r.common...),
+		remote.WithTransport(rt), remote.WithAuthFromKeychain(originKeychain{r}), remote.WithUserAgent(o.userAgent),
+		remote.WithPageSize(o.pageSize))...); err != nil {
 		return nil, fmt.Errorf("registry client: %w", err)
 	}
 	return r, nil
-}
-
-// puller returns the shared Puller for a key. Pullers keep one authenticated
-// transport per repository, so a repository costs one ping and one token however
-// many requests follow.
-func (r *Remote) puller(k pullerKey) (*remote.Puller, error) {
-	newPuller := sync.OnceValues(func() (*remote.Puller, error) {
-		// ggcr asks for 1000 unless told otherwise; 0 sends no n at all.
-		opts := append(append([]remote.Option(nil), r.common...), remote.WithPageSize(k.pageSize))
-		return remote.NewPuller(opts...)
-	})
-	f, _ := r.pullers.LoadOrStore(k, newPuller)
-	return f.(func() (*remote.Puller, error))()
 }
 
 // generation returns the credential generation of a registry entry.
@@ -182,24 +180,36 @@ func (r *Remote) renew(origin name.Repository, entry string, gen uint64) {
 	}
 	r.gens[entry] = gen + 1
 	r.creds.Invalidate(origin)
-	r.pullers.Range(func(k, _ any) bool {
+	r.clients.Range(func(k, _ any) bool {
+		if ck := k.(clientKey); ck.entry == entry && ck.gen == gen {
+			r.clients.Delete(k)
+		}
+		return true
+	})
+	r.jobs.Range(func(k, _ any) bool {
 		if pk := k.(pullerKey); pk.entry == entry && pk.gen == gen {
-			r.pullers.Delete(k)
+			r.jobs.Delete(k)
 		}
 		return true
 	})
 }
 
-// call runs f with the Puller for t's entry. When the registry rejects a
-// configured credential (401/403), the credential is fetched once more and f run
-// once more; a second rejection is an *AuthError naming the registry and the
-// credential source.
+// call runs f with the Puller of t's repository for t's entry (see do).
 func (r *Remote) call(ctx context.Context, origin name.Repository, t target, pageSize int, f func(context.Context, *remote.Puller) error) error {
+	return r.do(ctx, origin, t, pageSize, func(ctx context.Context, c *repoClient) error { return f(ctx, c.puller) })
+}
+
+// do runs f with the client of t's repository for t's entry; a repository costs
+// one ping and one token however many requests follow. When the registry
+// rejects a configured credential (401/403), the credential is fetched once more
+// and f run once more; a second rejection is an *AuthError naming the registry
+// and the credential source.
+func (r *Remote) do(ctx context.Context, origin name.Repository, t target, pageSize int, f func(context.Context, *repoClient) error) error {
 	ctx = withOrigin(ctx, origin)
 	gen := r.generation(t.entry)
-	p, err := r.puller(pullerKey{pageSize, t.entry, gen})
+	c, err := r.client(ctx, clientKey{t.repo, pullerKey{pageSize, t.entry, gen}})
 	if err == nil {
-		err = f(ctx, p)
+		err = f(ctx, c)
 	}
 	if err == nil || !IsAuthFailure(err) || r.creds == nil {
 		return err
@@ -209,8 +219,8 @@ func (r *Remote) call(ctx context.Context, origin name.Repository, t target, pag
 		return err
 	}
 	r.renew(origin, t.entry, gen)
-	if p, err = r.puller(pullerKey{pageSize, t.entry, r.generation(t.entry)}); err == nil {
-		err = f(ctx, p)
+	if c, err = r.client(ctx, clientKey{t.repo, pullerKey{pageSize, t.entry, r.generation(t.entry)}}); err == nil {
+		err = f(ctx, c)
 	}
 	if IsAuthFailure(err) {
 		reg := t.entry
@@ -242,12 +252,17 @@ func (k originKeychain) ResolveContext(ctx context.Context, target authn.Resourc
 
 // newBaseTransport is the HTTP transport below retries and auth. TLS verification is
 // off only for registries configured insecure (or all, with insecureAll); hosts
-// with a configured CA trust it besides the system's.
-func newBaseTransport(insecureAll bool, insecureHosts map[string]bool, caHosts map[string]*x509.CertPool) http.RoundTripper {
+// with a configured CA trust it besides the system's. jobs is WithJobs's bound.
+func newBaseTransport(insecureAll bool, insecureHosts map[string]bool, caHosts map[string]*x509.CertPool, jobs int) http.RoundTripper {
 	secure := http.DefaultTransport.(*http.Transport).Clone()
-	// Resolution talks to few hosts with many concurrent requests; net/http's default
-	// of 2 idle connections per host would re-dial almost every request.
-	secure.MaxIdleConnsPerHost = 32
+	// Resolution talks to few hosts with many concurrent requests (a Resolver
+	// inspects up to registryConcurrency tags at once, 64 by default); with fewer
+	// idle connections per host than requests in flight, each request beyond the
+	// pool closes its connection when done and a later one dials again (and
+	// handshakes TLS). The total idle pool leaves room for a few such hosts.
+	perHost := max(DefaultRegistryConcurrency, jobs)
+	secure.MaxIdleConnsPerHost = perHost
+	secure.MaxIdleConns = max(secure.MaxIdleConns, 4*perHost)
 	if !insecureAll && len(insecureHosts) == 0 && len(caHosts) == 0 {
 		return secure
 	}
@@ -297,8 +312,18 @@ func (t target) registryError(op string, written name.Repository, image string, 
 
 // endpoint maps a repository to where it is read from (its configured API endpoint,
 // plain HTTP when insecure, the default namespace before a one-component name) and
-// the page size to ask for.
+// the page size to ask for. The answer depends on the repository alone (the table
+// is fixed): it is worked out once per repository.
 func (r *Remote) endpoint(repo name.Repository) target {
+	if t, ok := r.endpoints.Load(repo); ok {
+		return t.(target)
+	}
+	t := r.lookupEndpoint(repo)
+	r.endpoints.Store(repo, t)
+	return t
+}
+
+func (r *Remote) lookupEndpoint(repo name.Repository) target {
 	rc, ok := r.table.lookup(repo)
 	t := target{repo: repo, pageSize: r.o.pageSize, entry: rc.Prefix}
 	if ok && rc.PageSize > 0 {
@@ -432,70 +457,61 @@ func (r *Remote) Head(ctx context.Context, repo name.Repository, tag string) (v1
 
 // Manifest returns the manifest for a tag or digest, memoised by digest.
 func (r *Remote) Manifest(ctx context.Context, repo name.Repository, ref string) (*Manifest, error) {
-	t := r.endpoint(repo)
 	if m, ok := r.manMemo.Load(ref); ok {
 		return m.(*Manifest), nil
 	}
-	var nref, written name.Reference
-	if h, err := v1.NewHash(ref); err == nil {
-		nref, written = t.repo.Digest(h.String()), repo.Digest(h.String())
+	t := r.endpoint(repo)
+	var nref name.Reference
+	_, err := v1.NewHash(ref)
+	byDigest := err == nil
+	if byDigest {
+		nref = t.repo.Digest(ref) // a valid hash is spelt as its String
 	} else {
-		nref, written = t.repo.Tag(ref), repo.Tag(ref)
+		nref = t.repo.Tag(ref)
 	}
-	var d *remote.Descriptor
-	err := r.call(ctx, repo, t, t.pageSize, func(ctx context.Context, p *remote.Puller) (err error) {
-		d, err = p.Get(ctx, nref)
+	var m *Manifest
+	err = r.do(ctx, repo, t, t.pageSize, func(ctx context.Context, c *repoClient) error {
+		raw, digest, mediaType, err := c.fetchManifest(ctx, nref)
+		if err == nil {
+			m = &Manifest{Digest: digest, MediaType: mediaType, Raw: raw}
+		}
 		return err
 	})
 	if err != nil {
+		var written name.Reference = repo.Tag(ref)
+		if byDigest {
+			written = repo.Digest(ref)
+		}
 		return nil, t.registryError("get manifest", repo, written.String(), err)
 	}
-	m := &Manifest{Digest: d.Digest, MediaType: d.MediaType, Raw: d.Manifest}
 	if !r.o.noMemo {
-		r.manMemo.Store(d.Digest.String(), m)
+		r.manMemo.Store(m.Digest.String(), m)
 	}
 	return m, nil
 }
 
+// maxConfigBytes bounds a blob read: configs are small; the limit guards against
+// a registry sending a layer.
+const maxConfigBytes = 4 << 20
+
 // Blob returns a blob by digest, memoised.
 func (r *Remote) Blob(ctx context.Context, repo name.Repository, digest v1.Hash) ([]byte, error) {
-	t := r.endpoint(repo)
-	if b, ok := r.blobMemo.Load(digest.String()); ok {
+	key := digest.String()
+	if b, ok := r.blobMemo.Load(key); ok {
 		return b.([]byte), nil
 	}
-	ref := t.repo.Digest(digest.String())
+	t := r.endpoint(repo)
+	ref := t.repo.Digest(key)
 	var b []byte
-	err := r.call(ctx, repo, t, t.pageSize, func(ctx context.Context, p *remote.Puller) (err error) {
-		b, err = readBlob(ctx, p, ref)
+	err := r.do(ctx, repo, t, t.pageSize, func(ctx context.Context, c *repoClient) (err error) {
+		b, err = c.fetchBlob(ctx, ref, maxConfigBytes)
 		return err
 	})
 	if err != nil {
-		return nil, t.registryError("get blob", repo, repo.Digest(digest.String()).String(), err)
+		return nil, t.registryError("get blob", repo, repo.Digest(key).String(), err)
 	}
 	if !r.o.noMemo {
-		r.blobMemo.Store(digest.String(), b)
-	}
-	return b, nil
-}
-
-func readBlob(ctx context.Context, p *remote.Puller, ref name.Digest) ([]byte, error) {
-	l, err := p.Layer(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	rc, err := l.Compressed()
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	// Configs are small; the limit guards against a registry sending a layer.
-	const maxConfig = 4 << 20
-	b, err := io.ReadAll(io.LimitReader(rc, maxConfig+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxConfig {
-		return nil, fmt.Errorf("blob larger than %d bytes; not an image config", maxConfig)
+		r.blobMemo.Store(key, b)
 	}
 	return b, nil
 }

@@ -1,0 +1,424 @@
+package resolve
+
+// The reads of manifests and blobs, the bulk of a resolution's requests (an
+// index, a manifest and a config per candidate of newest-build), go over the
+// repository's authenticated transport without go-containerregistry's Puller:
+// its Get parses every manifest it fetches (for an artifactType and annotations
+// the Remote never uses), works out the registry's scheme per request (parsing
+// private address ranges each time) and allocates a fetcher, a layer and their
+// wrappers per read. What follows does what Puller.Get and Puller.Layer do, in
+// the same requests and with the same errors (go-containerregistry v0.22.1's
+// fetcher.fetchManifest and fetcher.fetchBlobURL, internal/verify, internal/redact
+// and checkRedirectSSRF), once per request instead of once per layer of it,
+// except that a redirect loop is cut off after 10 redirects (checkRedirectSSRF).
+// Measured on the cold 1,000-tag newest-build case (BenchmarkColdNewestBuildCPU):
+// 170 fewer allocations per tag (472,000 to 301,000 per resolution).
+// fetch_test.go checks the answers, bytes and errors, against the Puller's.
+// The Puller still serves tag lists, HEADs and referrers, over the same
+// authenticated transport (so a repository still costs one ping and one token).
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// manifestAccept is the Accept header of a manifest GET: go-containerregistry's
+// allManifestMediaTypes (remote.Get, Puller.Get), in its order.
+var manifestAccept = strings.Join([]string{
+	string(types.DockerManifestSchema1),
+	string(types.DockerManifestSchema1Signed),
+	string(types.DockerManifestSchema2),
+	string(types.OCIManifestSchema1),
+	string(types.DockerManifestList),
+	string(types.OCIImageIndex),
+}, ",")
+
+var manifestAcceptValue = []string{manifestAccept}[:1:1]
+
+// ggcrManifestLimit is go-containerregistry's cap on a manifest body (the
+// boundedTransport's MaxManifestBytes cuts it off well before).
+const ggcrManifestLimit = 100 << 20
+
+// clientKey selects a repoClient: the repository read (its endpoint) for a page
+// size, registry entry and credential generation, as a Puller (pullerKey) and
+// the fetcher it keeps per repository were selected.
+type clientKey struct {
+	repo name.Repository
+	pullerKey
+}
+
+// repoClient reads one repository: the transport authenticated for it (ping and
+// token done once), the Puller over that transport, and the URLs of its
+// manifests and blobs.
+type repoClient struct {
+	once sync.Once
+	err  error
+
+	http   *http.Client
+	puller *remote.Puller
+	// base is the URL of /v2/REPO/ (go-containerregistry works out the scheme
+	// for each request); manifests and blobs are its manifests/ and blobs/.
+	base      url.URL
+	manifests string
+	blobs     string
+	// jobs bounds the blob reads in flight, as go-containerregistry's pull
+	// limiter (WithJobs) bounded those of a Puller.
+	jobs chan struct{}
+}
+
+// client returns the repoClient of k, authenticating for its repository on first
+// use with ctx (which carries the repository as written, for the keychain). A
+// failure is not kept: the next call tries again, as a Puller's fetcher does.
+func (r *Remote) client(ctx context.Context, k clientKey) (*repoClient, error) {
+	v, ok := r.clients.Load(k)
+	if !ok {
+		v, _ = r.clients.LoadOrStore(k, &repoClient{})
+	}
+	c := v.(*repoClient)
+	c.once.Do(func() { c.err = r.initClient(ctx, k, c) })
+	if c.err != nil {
+		r.clients.CompareAndDelete(k, c)
+		return nil, c.err
+	}
+	return c, nil
+}
+
+// initClient does what go-containerregistry's makeFetcher does for a repository
+// (the keychain asked, then the ping and token handshake of
+// transport.NewWithContext) and builds the Puller over the transport it gives.
+func (r *Remote) initClient(ctx context.Context, k clientKey, c *repoClient) error {
+	auth, err := authn.Resolve(ctx, originKeychain{r}, k.repo)
+	if err != nil {
+		return err
+	}
+	tr, err := transport.NewWithContext(ctx, k.repo.Registry, auth, r.ua, []string{k.repo.Scope(transport.PullScope)})
+	if err != nil {
+		return err
+	}
+	// tr is a *transport.Wrapper: the Puller adds no retry, user agent or
+	// handshake of its own to it.
+	p, err := remote.NewPuller(append(append([]remote.Option(nil), r.common...),
+		remote.WithTransport(tr), remote.WithPageSize(k.pageSize))...)
+	if err != nil {
+		return err
+	}
+	c.http = &http.Client{Transport: tr, CheckRedirect: checkRedirectSSRF}
+	c.puller = p
+	c.base = url.URL{Scheme: k.repo.Scheme(), Host: k.repo.RegistryStr(), Path: "/v2/" + k.repo.RepositoryStr() + "/"}
+	prefix := c.base.String()
+	c.manifests, c.blobs = prefix+"manifests/", prefix+"blobs/"
+	c.jobs = r.jobSlots(k.pullerKey)
+	return nil
+}
+
+// jobSlots is the blob-read bound of the Puller k once selected: go-containerregistry's
+// pull limiter belonged to a Puller, shared by the repositories it read.
+func (r *Remote) jobSlots(k pullerKey) chan struct{} {
+	if v, ok := r.jobs.Load(k); ok {
+		return v.(chan struct{})
+	}
+	v, _ := r.jobs.LoadOrStore(k, make(chan struct{}, r.o.jobs))
+	return v.(chan struct{})
+}
+
+// fetchManifest GETs the manifest ref names: its bytes, digest (of the bytes;
+// checked against ref when ref is a digest) and media type.
+func (c *repoClient) fetchManifest(ctx context.Context, ref name.Reference) ([]byte, v1.Hash, types.MediaType, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(c.manifests, "manifests/", ref.Identifier()), nil)
+	if err != nil {
+		return nil, v1.Hash{}, "", err
+	}
+	// The value is shared, never written to: Header.Set replaces a value slice,
+	// and an append to one at its capacity copies it.
+	req.Header["Accept"] = manifestAcceptValue
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, v1.Hash{}, "", err
+	}
+	defer resp.Body.Close()
+	if err := transport.CheckError(resp, http.StatusOK); err != nil {
+		return nil, v1.Hash{}, "", err
+	}
+	manifest, err := readAllLimit(resp.Body, ggcrManifestLimit, resp.ContentLength)
+	if err != nil {
+		return nil, v1.Hash{}, "", err
+	}
+
+	// Hash with the algorithm of the reference when reading by digest.
+	dgst, byDigest := ref.(name.Digest)
+	algo := "sha256"
+	if byDigest {
+		h, err := v1.NewHash(dgst.DigestStr())
+		if err != nil {
+			return nil, v1.Hash{}, "", err
+		}
+		algo = h.Algorithm
+	}
+	digest, err := hashOf(manifest, algo)
+	if err != nil {
+		return nil, v1.Hash{}, "", err
+	}
+	mediaType := types.MediaType(resp.Header.Get("Content-Type"))
+	if mediaType == types.DockerManifestSchema1Signed {
+		// As go-containerregistry does for older registries: a signed schema 1
+		// manifest's digest is the registry's.
+		if contentDigest, err := v1.NewHash(resp.Header.Get("Docker-Content-Digest")); err == nil {
+			digest = contentDigest
+		}
+	}
+	if byDigest && !hashIs(digest, dgst.DigestStr()) {
+		return nil, v1.Hash{}, "", fmt.Errorf("manifest digest: %q does not match requested digest: %q for %q", digest, dgst.DigestStr(), ref)
+	}
+	return manifest, digest, mediaType, nil
+}
+
+// fetchBlob GETs a blob of at most maxBytes (an image config) and checks that it
+// hashes to its digest. A blob over maxBytes fails unverified, as reading a
+// Puller layer's first maxBytes+1 bytes did.
+func (c *repoClient) fetchBlob(ctx context.Context, ref name.Digest, maxBytes int64) ([]byte, error) {
+	h, err := v1.NewHash(ref.Identifier())
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case c.jobs <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-c.jobs }()
+	// The identifier is h's String: NewHash keeps the spelling it parsed.
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(c.blobs, "blobs/", ref.Identifier()), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, redactURLError(err)
+	}
+	defer resp.Body.Close()
+	if err := transport.CheckError(resp, http.StatusOK); err != nil {
+		return nil, err
+	}
+	size := resp.ContentLength // -1: unknown
+	if _, err := v1.Hasher(h.Algorithm); err != nil {
+		return nil, err
+	}
+	limit := maxBytes + 1
+	if size >= 0 && size < limit {
+		limit = size // the verifying reader reads no further than the length
+	}
+	b, err := readAtMost(resp.Body, limit, size)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > maxBytes {
+		return nil, fmt.Errorf("blob larger than %d bytes; not an image config", maxBytes)
+	}
+	if size >= 0 && int64(len(b)) != size {
+		return nil, fmt.Errorf("error verifying size; got %d, want %d", len(b), size)
+	}
+	got, err := hashOf(b, h.Algorithm)
+	if err != nil {
+		return nil, err
+	}
+	if got.Hex != h.Hex {
+		return nil, fmt.Errorf("error verifying %s checksum after reading %d bytes; got %q, want %q",
+			h.Algorithm, len(b), h.Algorithm+":"+got.Hex, h)
+	}
+	return b, nil
+}
+
+// hashOf is the digest of b with algorithm (sha256, sha512: v1.Hasher's).
+func hashOf(b []byte, algorithm string) (v1.Hash, error) {
+	if algorithm == "sha256" {
+		sum := sha256.Sum256(b)
+		return v1.Hash{Algorithm: algorithm, Hex: hex.EncodeToString(sum[:])}, nil
+	}
+	hasher, err := v1.Hasher(algorithm)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	hasher.Write(b)
+	return v1.Hash{Algorithm: algorithm, Hex: hex.EncodeToString(hasher.Sum(make([]byte, 0, hasher.Size())))}, nil
+}
+
+// url is the URL of a manifest or blob, spelt as go-containerregistry spells it
+// (url.URL's String of the path /v2/REPO/KIND/IDENTIFIER): prefix+identifier
+// when the identifier has nothing to escape (a tag, a digest), else escaped.
+func (c *repoClient) url(prefix, kind, identifier string) string {
+	for i := 0; i < len(identifier); i++ {
+		switch ch := identifier[i]; {
+		case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9',
+			ch == '.', ch == '_', ch == '-', ch == ':':
+		default:
+			u := c.base
+			u.Path += kind + identifier
+			return u.String()
+		}
+	}
+	return prefix + identifier
+}
+
+// hashIs reports whether s is h spelt algorithm:hex (h.String() == s, without
+// building the string).
+func hashIs(h v1.Hash, s string) bool {
+	a := len(h.Algorithm)
+	return len(s) == a+1+len(h.Hex) && s[:a] == h.Algorithm && s[a] == ':' && s[a+1:] == h.Hex
+}
+
+// readAllLimit reads r whole, failing past max bytes (go-containerregistry's
+// limit.ReadAll); size is the body's Content-Length, -1 when unknown.
+func readAllLimit(r io.Reader, max, size int64) ([]byte, error) {
+	b, err := readAtMost(r, max+1, size)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("body exceeds %d byte limit", max)
+	}
+	return b, nil
+}
+
+// maxSizeHint bounds the buffer allocated ahead from a Content-Length: a
+// registry's word for how much it sends is not taken for more.
+const maxSizeHint = 1 << 20
+
+// readAtMost is io.ReadAll(io.LimitReader(r, n)), its buffer sized ahead from
+// size (the Content-Length, -1 when unknown) instead of grown from 512 bytes by
+// copies: the bodies read here are a few KiB.
+func readAtMost(r io.Reader, n, size int64) ([]byte, error) {
+	r = io.LimitReader(r, n)
+	if size < 0 || size > maxSizeHint {
+		return io.ReadAll(r)
+	}
+	// One byte more than announced, so that the read that sees the end needs
+	// no growth.
+	b := make([]byte, 0, min(size, n)+1)
+	for {
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow, as io.ReadAll does
+		}
+	}
+}
+
+// maxRedirects is net/http's default bound on the redirects of one request.
+const maxRedirects = 10
+
+// checkRedirectSSRF refuses a redirect from a registry's host to another host
+// that is a private, loopback or link-local IP literal (a cloud metadata
+// service), as go-containerregistry's fetcher does. It also stops after
+// maxRedirects, as net/http's default check does: go-containerregistry's
+// replaces that check without the bound, so a registry redirecting a request
+// to itself would hold it (and its worker) until the request timeout.
+func checkRedirectSSRF(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	if len(via) == 0 || req.Response == nil {
+		return nil
+	}
+	origHost := via[0].URL.Hostname()
+	destHost := req.URL.Hostname()
+	if destHost == origHost {
+		return nil
+	}
+	if isPrivateOrLinkLocal(destHost) {
+		return fmt.Errorf("SSRF protection: redirect from %q to private/link-local host %q denied", origHost, destHost)
+	}
+	return nil
+}
+
+func isPrivateOrLinkLocal(host string) bool {
+	addr, ok := parseIPLiteral(host)
+	if !ok {
+		return false
+	}
+	return addr.IsLoopback() || addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() ||
+		addr.IsPrivate() || addr.IsUnspecified()
+}
+
+// parseIPLiteral parses host as the dialer would connect to it: zone dropped,
+// IPv4-mapped IPv6 as IPv4, and the legacy IPv4 forms (127.1, 0x7f.1).
+func parseIPLiteral(host string) (netip.Addr, bool) {
+	host, _, _ = strings.Cut(host, "%")
+	if addr, err := netip.ParseAddr(host); err == nil {
+		return addr.WithZone("").Unmap(), true
+	}
+	parts := strings.Split(host, ".")
+	if len(parts) < 1 || len(parts) > 4 {
+		return netip.Addr{}, false
+	}
+	var b [4]byte
+	for i, part := range parts[:len(parts)-1] {
+		v, err := strconv.ParseUint(part, 0, 8)
+		if err != nil {
+			return netip.Addr{}, false
+		}
+		b[i] = byte(v)
+	}
+	lastBits := [...]int{32, 24, 16, 8}[len(parts)-1]
+	last, err := strconv.ParseUint(parts[len(parts)-1], 0, lastBits)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	v := uint32(last)
+	for i := len(parts) - 1; i < 4; i++ {
+		b[i] = byte(v >> (8 * (3 - i)))
+	}
+	return netip.AddrFrom4(b), true
+}
+
+// redactedParams are the query parameters the registry protocol sends; the
+// values of others (a redirect's signed URL) are redacted from errors.
+var redactedParams = map[string]bool{"scope": true, "service": true, "mount": true, "from": true,
+	"digest": true, "n": true, "last": true}
+
+// redactURLError redacts the query values of a *url.Error's URL outside the
+// registry protocol's, as go-containerregistry does for blob reads.
+func redactURLError(err error) error {
+	var uerr *url.Error
+	if !errors.As(err, &uerr) {
+		return err
+	}
+	u, perr := url.Parse(uerr.URL)
+	if perr != nil {
+		return err
+	}
+	qs := u.Query()
+	for k, v := range qs {
+		for i := range v {
+			if !redactedParams[k] {
+				v[i] = "REDACTED"
+			}
+		}
+	}
+	c := *u
+	c.RawQuery = qs.Encode()
+	uerr.URL = c.Redacted()
+	return uerr
+}
