@@ -1,43 +1,62 @@
 package cache
 
-import (
-	"container/list"
-	"sync"
-)
+import "sync"
 
 // lru is a least-recently-used map bounded by the bytes its values hold. It has no
 // time expiry: it holds content-addressed data (manifests and blobs by digest), which
 // never goes stale. Safe for concurrent use.
+//
+// Its items are linked to one another directly (no container/list element, with
+// its interface-typed value, beside each): an LRU holds one item per manifest and
+// per image config of the view, 20,000 of each in a large one.
 type lru[V any] struct {
 	mu       sync.Mutex
 	maxBytes int64
 	bytes    int64
-	ll       *list.List // front: most recently used
-	items    map[string]*list.Element
+	root     lruItem[V] // sentinel: root.next is the most recently used, root.prev the least
+	items    map[string]*lruItem[V]
 	sizeOf   func(key string, v V) int64
 }
 
 type lruItem[V any] struct {
-	key  string
-	val  V
-	size int64
+	prev, next *lruItem[V]
+	key        string
+	val        V
+	size       int64
 }
 
-// lruOverhead approximates the bookkeeping bytes of one entry (map slot, list
-// element, item header) on top of its key and value.
+// lruOverhead approximates the bookkeeping bytes of one entry (map slot, item
+// header) on top of its key and value. It decides how many entries a bound holds,
+// so it stays what it was when a list element was counted in it too.
 const lruOverhead = 160
 
 func newLRU[V any](maxBytes int64, sizeOf func(string, V) int64) *lru[V] {
-	return &lru[V]{maxBytes: maxBytes, ll: list.New(), items: map[string]*list.Element{}, sizeOf: sizeOf}
+	c := &lru[V]{maxBytes: maxBytes, items: map[string]*lruItem[V]{}, sizeOf: sizeOf}
+	c.root.prev, c.root.next = &c.root, &c.root
+	return c
+}
+
+// unlink takes it out of the recency list.
+func (c *lru[V]) unlink(it *lruItem[V]) {
+	it.prev.next, it.next.prev = it.next, it.prev
+	it.prev, it.next = nil, nil
+}
+
+// pushFront links it as the most recently used.
+func (c *lru[V]) pushFront(it *lruItem[V]) {
+	it.prev, it.next = &c.root, c.root.next
+	c.root.next.prev = it
+	c.root.next = it
 }
 
 // get returns the value for key and marks it used.
 func (c *lru[V]) get(key string) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.items[key]; ok {
-		c.ll.MoveToFront(el)
-		return el.Value.(*lruItem[V]).val, true
+	if it, ok := c.items[key]; ok {
+		c.unlink(it)
+		c.pushFront(it)
+		return it.val, true
 	}
 	var zero V
 	return zero, false
@@ -50,26 +69,27 @@ func (c *lru[V]) add(key string, v V) int {
 	size := c.sizeOf(key, v) + int64(len(key)) + lruOverhead
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.items[key]; ok {
-		it := el.Value.(*lruItem[V])
+	if it, ok := c.items[key]; ok {
 		c.bytes += size - it.size
 		it.val, it.size = v, size
-		c.ll.MoveToFront(el)
+		c.unlink(it)
+		c.pushFront(it)
 	} else {
 		if size > c.maxBytes {
 			return 0
 		}
-		c.items[key] = c.ll.PushFront(&lruItem[V]{key: key, val: v, size: size})
+		it := &lruItem[V]{key: key, val: v, size: size}
+		c.items[key] = it
+		c.pushFront(it)
 		c.bytes += size
 	}
 	evicted := 0
 	for c.bytes > c.maxBytes {
-		el := c.ll.Back()
-		if el == nil {
+		it := c.root.prev
+		if it == &c.root {
 			break
 		}
-		it := el.Value.(*lruItem[V])
-		c.ll.Remove(el)
+		c.unlink(it)
 		delete(c.items, it.key)
 		c.bytes -= it.size
 		evicted++

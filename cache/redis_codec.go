@@ -193,7 +193,7 @@ var headCodec = valueCodec[headVal]{
 	layer: 'h',
 	max:   1 << 10, // a digest, a media type of up to 255 bytes and a size
 	payload: func(_ string, h headVal) ([]byte, bool) {
-		return fmt.Appendf(nil, "%s\n%s\n%d", h.digest(), h.mediaType, h.size), true
+		return fmt.Appendf(nil, "%s\n%s\n%d", h.digest(), h.mediaType(), h.size), true
 	},
 	parse: func(_ string, p []byte) (headVal, error) {
 		parts := strings.Split(string(p), "\n")

@@ -41,7 +41,7 @@ const (
 // registries:
 //
 //   - tag lists per repository and tag->descriptor answers expire after a TTL
-//     (go-cache; 2m and 1h by default);
+//     (2m and 1h by default);
 //   - manifests and blobs are kept by digest in size-bounded LRUs without time expiry
 //     (content addressed, never stale);
 //   - a manifest asked for by tag costs, once its descriptor is cached and then
@@ -160,9 +160,9 @@ func NewRegistry(inner resolve.Registry, opts ...Option) *Registry {
 	}
 	r := &Registry{inner: inner, o: o, m: o.metrics, shared: o.redis, bgSem: make(chan struct{}, max(o.backgroundRefresh, 1))}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	r.tags = newTTLLayer(r, LayerTags, o.tagTTL, tagsCodec)
-	r.heads = newTTLLayer(r, LayerHead, o.headTTL, headCodec)
-	r.metadata = &metadataLayer{layer: newTTLLayer(r, LayerRecords, o.tagTTL, valueCodec[[]resolve.TagRecord]{}), apis: map[string]metadataSource{}, byRepo: map[string][]string{},
+	r.tags = newTTLLayer(r, LayerTags, o.tagTTL, tagsCodec, false)
+	r.heads = newTTLLayer(r, LayerHead, o.headTTL, headCodec, true) // one entry per tag, keyed "<repository>:<tag>"
+	r.metadata = &metadataLayer{layer: newTTLLayer(r, LayerRecords, o.tagTTL, valueCodec[[]resolve.TagRecord]{}, false), apis: map[string]metadataSource{}, byRepo: map[string][]string{},
 		times: newLRU(metadataTimesBytes, func(k string, _ buildTime) int64 { return int64(len(k)) + 48 })}
 	r.manifests = newLRU(o.manifestBytes, func(_ string, m *resolve.Manifest) int64 {
 		return int64(cap(m.Raw)) + int64(len(m.MediaType)) + 64
@@ -286,31 +286,52 @@ func (r *Registry) TagsCached(repoKey string) bool {
 
 // headVal is a compact descriptor: what the resolver needs of a tag's HEAD. There
 // is one per tag (100,000 in a large view), so a sha256 digest is kept as its 32
-// bytes rather than as 71 characters of text.
+// bytes rather than as 71 characters of text, and what repeats from tag to tag
+// (the media type) or is rare (a digest of another algorithm, or in a
+// non-canonical spelling) is one interned handle: 48 bytes in all.
 type headVal struct {
-	sha256    [32]byte
-	other     *v1.Hash // a digest of another algorithm, or in a non-canonical spelling
+	sha256 [32]byte
+	ext    unique.Handle[headExt]
+	size   int64
+}
+
+// headExt is the part of a headVal that is interned.
+type headExt struct {
 	mediaType types.MediaType
-	size      int64
+	other     bool   // the digest is alg:hex below, not sha256
+	alg, hex  string // the digest as the registry gave it, when other
 }
 
 func newHeadVal(d v1.Hash, mt types.MediaType, size int64) headVal {
-	// Media types come from response headers, one allocation each: share them.
-	hv := headVal{mediaType: types.MediaType(unique.Make(string(mt)).Value()), size: size}
+	hv := headVal{size: size}
+	x := headExt{mediaType: mt}
 	if d.Algorithm == "sha256" {
 		if b, err := hex.DecodeString(d.Hex); err == nil && len(b) == 32 && hex.EncodeToString(b) == d.Hex {
 			copy(hv.sha256[:], b)
+			hv.ext = unique.Make(x)
 			return hv
 		}
 	}
-	hv.other = &d
+	x.other, x.alg, x.hex = true, d.Algorithm, d.Hex
+	hv.ext = unique.Make(x)
 	return hv
 }
 
+// extOf is h's interned part (none for the zero headVal).
+func (h headVal) extOf() headExt {
+	if h.ext == (unique.Handle[headExt]{}) {
+		return headExt{}
+	}
+	return h.ext.Value()
+}
+
+// mediaType is the media type the registry gave.
+func (h headVal) mediaType() types.MediaType { return h.extOf().mediaType }
+
 // digest is the digest as the registry gave it.
 func (h headVal) digest() v1.Hash {
-	if h.other != nil {
-		return *h.other
+	if x := h.extOf(); x.other {
+		return v1.Hash{Algorithm: x.alg, Hex: x.hex}
 	}
 	return v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.sha256[:])}
 }
@@ -323,7 +344,7 @@ func (r *Registry) Head(ctx context.Context, repo name.Repository, tag string) (
 	if err != nil {
 		return v1.Descriptor{}, err
 	}
-	return v1.Descriptor{Digest: hv.digest(), MediaType: hv.mediaType, Size: hv.size}, nil
+	return v1.Descriptor{Digest: hv.digest(), MediaType: hv.mediaType(), Size: hv.size}, nil
 }
 
 // Manifest returns the manifest a tag or digest points at. For a tag: the cached
@@ -368,8 +389,7 @@ func (r *Registry) Manifest(ctx context.Context, repo name.Repository, ref strin
 
 // storeManifest keeps a manifest read by tag under its digest, here and in Redis.
 func (r *Registry) storeManifest(ctx context.Context, m *resolve.Manifest) {
-	m.Raw = compact(m.Raw)
-	key := m.Digest.String()
+	key := keepManifest(m, m.Digest.String())
 	if n := r.manifests.add(key, m); n > 0 {
 		r.m.Evictions.WithLabelValues(LayerManifest).Add(float64(n))
 	}
@@ -388,7 +408,7 @@ func (r *Registry) manifestByDigest(ctx context.Context, repo name.Repository, h
 		if m.Digest != h {
 			return nil, fmt.Errorf("manifest %s@%s: registry sent digest %s", repo, key, m.Digest)
 		}
-		m.Raw = compact(m.Raw)
+		keepManifest(m, key)
 		return m, nil
 	})
 }

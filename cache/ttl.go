@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	gocache "github.com/patrickmn/go-cache"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
@@ -18,13 +17,14 @@ import (
 // at a time.
 
 // ttlLayer is a TTL cache of registry answers with singleflight, refresh-ahead and
-// stale-if-error. go-cache holds the entries until TTL plus the stale bound (its
-// janitor frees them); freshness is decided here, by the Registry's clock.
+// stale-if-error. Its store holds the entries until TTL plus the stale bound (a
+// janitor frees them: mem_store.go); freshness is decided here, by the
+// Registry's clock.
 type ttlLayer[V any] struct {
 	r     *Registry
 	name  string
 	ttl   time.Duration
-	c     *gocache.Cache
+	c     *ttlStore[V]
 	sf    singleflight.Group
 	codec valueCodec[V] // for the shared tier
 	// storeMu makes storeAt's compare and set one step.
@@ -32,24 +32,46 @@ type ttlLayer[V any] struct {
 }
 
 type entry[V any] struct {
-	val        V
-	fetched    time.Time
-	refreshing atomic.Bool // a refresh-ahead was started for this entry
+	val     V
+	fetched time.Time
+	// state is when the store drops the entry (wall clock, Unix nanoseconds,
+	// rounded up to even; 0: never), its lowest bit set once a refresh-ahead was
+	// started for the entry: one word for both, which keeps a heads entry in 80
+	// bytes rather than 96 (there is one per tag).
+	state atomic.Uint64
 }
+
+// setExpiry sets when the store drops the entry (0: never); the entry is not
+// being refreshed.
+func (e *entry[V]) setExpiry(unixNano int64) {
+	e.state.Store(uint64(unixNano + unixNano&1))
+}
+
+// expiredAt reports whether the store drops the entry at now (Unix nanoseconds).
+func (e *entry[V]) expiredAt(now int64) bool {
+	exp := int64(e.state.Load() &^ 1)
+	return exp > 0 && now > exp
+}
+
+// startRefresh marks the entry as being refreshed ahead, false when it already
+// was.
+func (e *entry[V]) startRefresh() bool { return e.state.Or(1)&1 == 0 }
+
+// cancelRefresh clears the mark, so that a later read may try again.
+func (e *entry[V]) cancelRefresh() { e.state.And(^uint64(1)) }
 
 type fetchFunc[V any] func(ctx context.Context, old *entry[V]) (V, error)
 
-func newTTLLayer[V any](r *Registry, name string, ttl time.Duration, codec valueCodec[V]) *ttlLayer[V] {
-	return &ttlLayer[V]{r: r, name: name, ttl: ttl, codec: codec,
-		c: gocache.New(ttl+r.o.staleFor, r.o.cleanupInterval)}
+// newTTLLayer returns a layer whose entries are kept for ttl plus the stale bound.
+// grouped keeps keys "<repository>:<name>" by repository (mem_store.go): for a
+// layer with one entry per tag.
+func newTTLLayer[V any](r *Registry, name string, ttl time.Duration, codec valueCodec[V], grouped bool) *ttlLayer[V] {
+	l := &ttlLayer[V]{r: r, name: name, ttl: ttl, codec: codec, c: newTTLStore[V](ttl+r.o.staleFor, grouped)}
+	janitor(l.c, r.o.cleanupInterval, r.ctx.Done())
+	return l
 }
 
-func (l *ttlLayer[V]) lookup(key string) *entry[V] {
-	if v, ok := l.c.Get(key); ok {
-		return v.(*entry[V])
-	}
-	return nil
-}
+func (l *ttlLayer[V]) lookup(key string) *entry[V] { return l.c.get(key) }
 
 func (l *ttlLayer[V]) fresh(e *entry[V], now time.Time) bool {
 	return e != nil && now.Sub(e.fetched) < l.ttl
@@ -73,7 +95,7 @@ func (l *ttlLayer[V]) get(ctx context.Context, key, repoKey, what string, fetch 
 		return zero, err
 	}
 	if isNotFound(err) {
-		l.c.Delete(key) // the registry says it is gone: nothing to serve stale
+		l.c.delete(key) // the registry says it is gone: nothing to serve stale
 		return zero, err
 	}
 	cur := l.lookup(key)
@@ -147,7 +169,7 @@ func (l *ttlLayer[V]) storeAt(key string, v V, fetched time.Time) {
 	if cur := l.lookup(key); cur != nil && cur.fetched.After(fetched) {
 		return
 	}
-	l.c.SetDefault(key, &entry[V]{val: v, fetched: fetched})
+	l.c.set(key, &entry[V]{val: v, fetched: fetched})
 }
 
 // fetch asks Redis, when the daemon shares a tier, before the registry: Redis
@@ -194,13 +216,13 @@ func (l *ttlLayer[V]) refreshAhead(key, repoKey string, e *entry[V], now time.Ti
 	if frac <= 0 || now.Sub(e.fetched) < time.Duration(float64(l.ttl)*(1-frac)) {
 		return
 	}
-	if !e.refreshing.CompareAndSwap(false, true) {
+	if !e.startRefresh() {
 		return
 	}
 	select {
 	case l.r.bgSem <- struct{}{}:
 	default:
-		e.refreshing.Store(false) // too many in flight: a later read tries again
+		e.cancelRefresh() // too many in flight: a later read tries again
 		return
 	}
 	l.r.bg.Add(1)

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +34,9 @@ const (
 	helperEnv = "CACHE_BENCH_DAEMON_CONFIG"
 	// helperWorkersEnv makes the helper daemon render in worker processes.
 	helperWorkersEnv = "CACHE_BENCH_DAEMON_WORKERS"
+	// helperGOGCEnv sets GOGC for the helper daemon alone (the registry serving
+	// it keeps its own): to weigh a GC target's peak against its CPU.
+	helperGOGCEnv = "CACHE_BENCH_DAEMON_GOGC"
 )
 
 // TestDaemonHelperProcess is the daemon of BenchmarkDaemonMemory, run as a process
@@ -44,6 +49,9 @@ func TestDaemonHelperProcess(t *testing.T) {
 	var cfg config.Config
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
 		t.Fatal(err)
+	}
+	if os.Getenv(heapProfileEnv) != "" {
+		runtime.MemProfileRate = 4096 // a profile precise enough to count small entries
 	}
 	TuneGC() // as serve and sidecar do
 	opts := []Option{WithLogger(slog.New(slog.DiscardHandler)),
@@ -66,16 +74,31 @@ func TestDaemonHelperProcess(t *testing.T) {
 	}
 }
 
+// heapProfileEnv names a file the helper daemon writes its heap profile to when
+// asked for its live heap (go tool pprof -sample_index=inuse_space): to see what
+// holds the daemon's memory.
+const heapProfileEnv = "CACHE_BENCH_HEAP_PROFILE"
+
 // signalContext ends when the parent closes our stdin. A "gc" line on stdin
-// collects garbage and answers with the live heap, after returning what is free to
-// the OS.
+// answers with the CPU the garbage collector took so far, then collects garbage
+// and answers with the live heap, after returning what is free to the OS (and
+// writes a heap profile when heapProfileEnv names a file).
 func signalContext() (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		sc := bufio.NewScanner(os.Stdin)
 		for sc.Scan() {
 			if sc.Text() == "gc" {
+				gcCPU := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+				metrics.Read(gcCPU)
+				fmt.Printf("gccpu=%f\n", gcCPU[0].Value.Float64())
 				debug.FreeOSMemory()
+				if path := os.Getenv(heapProfileEnv); path != "" {
+					if f, err := os.Create(path); err == nil {
+						_ = pprof.Lookup("heap").WriteTo(f, 0)
+						f.Close()
+					}
+				}
 				var ms runtime.MemStats
 				runtime.ReadMemStats(&ms)
 				fmt.Printf("live=%d\n", ms.HeapAlloc)
@@ -119,6 +142,24 @@ func seedView(b *testing.B, s *rt.Server, repos, digests, tagsPerDigest int) []s
 	}
 	wg.Wait()
 	return names
+}
+
+// procCPU is the CPU time (user and system) process pid used so far, from
+// /proc/<pid>/stat (in clock ticks of 10 ms); 0 if it cannot be read.
+func procCPU(pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command (field 2) is in parentheses and may hold spaces: count after it.
+	i := strings.LastIndexByte(string(raw), ')')
+	f := strings.Fields(string(raw[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64) // field 14
+	stime, _ := strconv.ParseInt(f[12], 10, 64) // field 15
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 func procStatusMiB(pid int, field string) float64 {
@@ -167,6 +208,9 @@ func daemonMemory(b *testing.B, s *rt.Server, names []string, shared bool) {
 		raw, _ := json.Marshal(cfg)
 		cmd := exec.Command(os.Args[0], "-test.run=^TestDaemonHelperProcess$")
 		cmd.Env = append(os.Environ(), helperEnv+"="+string(raw))
+		if v := os.Getenv(helperGOGCEnv); v != "" {
+			cmd.Env = append(cmd.Env, "GOGC="+v)
+		}
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
 		cmd.Stderr = os.Stderr
@@ -200,7 +244,7 @@ func daemonMemory(b *testing.B, s *rt.Server, names []string, shared bool) {
 				}
 			}
 		}()
-		start := time.Now()
+		start, cpu0 := time.Now(), procCPU(cmd.Process.Pid)
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, 8)
 		for _, name := range names {
@@ -215,7 +259,7 @@ func daemonMemory(b *testing.B, s *rt.Server, names []string, shared bool) {
 			})
 		}
 		wg.Wait()
-		load := time.Since(start)
+		load, cpu := time.Since(start), procCPU(cmd.Process.Pid)-cpu0
 		close(stopSampling)
 		<-sampled
 
@@ -226,6 +270,8 @@ func daemonMemory(b *testing.B, s *rt.Server, names []string, shared bool) {
 		rss, peak := procStatusMiB(cmd.Process.Pid, "VmRSS"), procStatusMiB(cmd.Process.Pid, "VmHWM")
 		fmt.Fprintln(stdin, "gc")
 		line, _ = out.ReadString('\n')
+		gcCPU, _ := strconv.ParseFloat(strings.TrimPrefix(strings.TrimSpace(line), "gccpu="), 64)
+		line, _ = out.ReadString('\n')
 		liveBytes, _ := strconv.ParseFloat(strings.TrimPrefix(strings.TrimSpace(line), "live="), 64)
 		live, rssAfterGC := liveBytes/(1<<20), procStatusMiB(cmd.Process.Pid, "VmRSS")
 		go io.Copy(io.Discard, out) //nolint:errcheck
@@ -234,8 +280,8 @@ func daemonMemory(b *testing.B, s *rt.Server, names []string, shared bool) {
 			b.Errorf("daemon: %v", err)
 		}
 		b.Logf("daemon: anonymous RSS peak %.1f MiB (sampled)", anonPeak)
-		b.Logf("daemon: idle RSS %.1f MiB; after load RSS %.1f MiB, peak %.1f MiB, heap in use %.1f MiB; after GC live heap %.1f MiB, RSS %.1f MiB; entries %v; LRU bytes %v; load %v, %d registry requests %v",
-			baseRSS, rss, peak, heap/(1<<20), live, rssAfterGC, entries, bytes, load.Round(time.Millisecond), s.Total(), s.Counts())
+		b.Logf("daemon: idle RSS %.1f MiB; after load RSS %.1f MiB, peak %.1f MiB, heap in use %.1f MiB; after GC live heap %.1f MiB, RSS %.1f MiB; entries %v; LRU bytes %v; load %v (daemon CPU %v, GC %.2fs), %d registry requests %v",
+			baseRSS, rss, peak, heap/(1<<20), live, rssAfterGC, entries, bytes, load.Round(time.Millisecond), cpu, gcCPU, s.Total(), s.Counts())
 		if entries[cache.LayerTags] != repos || entries[cache.LayerHead] != repos*digests*tagsPerDigest || entries[cache.LayerManifest] != repos*digests {
 			b.Errorf("the view is not all in: %v", entries)
 		}
@@ -247,6 +293,8 @@ func daemonMemory(b *testing.B, s *rt.Server, names []string, shared bool) {
 		b.ReportMetric(anonPeak, "peak-anon-RSS-MiB")
 		b.ReportMetric(heap/(1<<20), "heap-MiB")
 		b.ReportMetric(live, "live-heap-MiB")
+		b.ReportMetric(cpu.Seconds(), "daemon-cpu-s/load")
+		b.ReportMetric(gcCPU, "gc-cpu-s/load")
 		b.ReportMetric(float64(s.Total()), "requests/load")
 	}
 }

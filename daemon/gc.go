@@ -10,7 +10,12 @@ import (
 // and Go's default (100) lets the heap grow to twice that before collecting. 50
 // keeps the peak close to what is cached for a little more collector work
 // (BenchmarkDaemonMemory: peak RSS 179 MiB against 190 MiB at 75 and more at 100;
-// BenchmarkCold1000Builds through a daemon: 3% slower).
+// BenchmarkCold1000Builds through a daemon: 3% slower). Lower is not worth it:
+// while a cold view loads, the collector already takes 40% of the daemon's CPU
+// (its allocations are the registry client's), and at 35 it took 65–80% more
+// (gc-cpu-s/load 17.4–18.3 s against 9.7–11.8 s) for an anonymous peak 3–7 MiB
+// lower (73.5–75.9 MiB against 78.7–80.8 MiB); at 30, BenchmarkNewestBuildMemoryGrowth
+// ran 1.7 times the collections for a 10,000-tag peak 6 MiB lower.
 const DaemonGCPercent = 50
 
 // TuneGC sets the process's GC target to DaemonGCPercent unless GOGC is set. The

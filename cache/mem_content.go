@@ -1,0 +1,31 @@
+package cache
+
+import (
+	"unique"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+)
+
+// keepManifest readies m, read from the registry, to be kept in the manifests LRU
+// under key, its digest's text, and returns key. The LRU holds a manifest per
+// digest of the view (20,000 in a large one): m's digest is made to share key's
+// bytes rather than hold its own copy of the 64 hex characters, its media type
+// (a response header's) is interned, and its bytes lose the spare capacity of
+// the read.
+func keepManifest(m *resolve.Manifest, key string) string {
+	m.Raw = compact(m.Raw)
+	m.MediaType = internMediaType(m.MediaType)
+	d := m.Digest
+	if n := len(d.Algorithm); len(key) == n+1+len(d.Hex) && key[:n] == d.Algorithm && key[n] == ':' && key[n+1:] == d.Hex {
+		m.Digest = v1.Hash{Algorithm: key[:n], Hex: key[n+1:]}
+	}
+	return key
+}
+
+// internMediaType returns mt as one shared string per distinct media type.
+func internMediaType(mt types.MediaType) types.MediaType {
+	return types.MediaType(unique.Make(string(mt)).Value())
+}
