@@ -77,9 +77,8 @@ func NewWorkers(start func() *exec.Cmd, size int, opts ...WorkerOption) *Workers
 // Prestart starts one worker ahead of the first render and waits until it
 // answers, then keeps it idle: the first render finds it ready rather than
 // waiting for a process to start (a Go program linking Helm and Kustomize: 100
-// to 400 ms, a fifth of a cold render of 1,000 tags; issue 27). At ctx's end the
-// worker is stopped and the error says so; a failed start is the first render's
-// to retry.
+// to 400 ms; issue 27). At ctx's end the worker is stopped and the error says
+// so; a failed start is the first render's to retry.
 func (p *Workers) Prestart(ctx context.Context) error {
 	w, err := startWorker(p.start())
 	if err != nil {
@@ -236,7 +235,7 @@ func (w *worker) ping(ctx context.Context) error {
 	case <-ctx.Done():
 		w.stop() // ends the read above
 		<-answered
-		return fmt.Errorf("the render worker did not answer before it was needed (%w) and was stopped", context.Cause(ctx))
+		return fmt.Errorf("the render worker did not answer in the time given (%w) and was stopped", context.Cause(ctx))
 	}
 }
 

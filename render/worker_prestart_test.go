@@ -39,7 +39,7 @@ func TestWorkersPrestartStopsAWorkerThatDoesNotAnswer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	err := p.Prestart(ctx)
-	if err == nil || !strings.Contains(err.Error(), "did not answer") {
+	if err == nil || !strings.Contains(err.Error(), "did not answer in the time given") {
 		t.Fatalf("Prestart: %v, want the worker's silence", err)
 	}
 	if !gone(silent) {
