@@ -22,6 +22,7 @@ const renderWorkerEnv = "DAEMON_TEST_RENDER_WORKER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(renderWorkerEnv) == "1" {
+		startSlowly() // as a worker linking Helm and Kustomize does
 		if err := render.ServeWorker(os.Stdin, os.Stdout); err != nil {
 			os.Stderr.WriteString(err.Error() + "\n")
 			os.Exit(1)

@@ -298,12 +298,12 @@ func (d *Daemon) MetricsHandler() http.Handler {
 // returns nil after a stop by ctx, or the error that stopped a server.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.stopLife()
+	if d.workers != nil {
+		d.prestartWorker(ctx) // before the socket: the first render finds it ready
+	}
 	if err := d.Listen(); err != nil {
 		d.Registry.Close()
 		return err
-	}
-	if d.workers != nil {
-		go d.workers.Prestart() // the first render finds a worker running
 	}
 	servers := []*http.Server{newSocketServer(d.socketHandler())}
 	listeners := []net.Listener{d.socketLn}
@@ -386,6 +386,28 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.log.Info("daemon stopped")
 	return err
+}
+
+// workerStartWait bounds how long a daemon's start waits for its first render
+// worker to answer.
+const workerStartWait = 10 * time.Second
+
+// prestartWorker starts a render worker and waits until it answers (for at most
+// workerStartWait), before the daemon listens and says it is ready: a render
+// sent as soon as the socket answers (the sidecar starts the CMP server only
+// then) finds the worker ready rather than waiting for its process to start,
+// which made a daemon's first render slower than a render without one (issue
+// 27). A worker that does not start is logged; the first render starts another.
+func (d *Daemon) prestartWorker(ctx context.Context) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, workerStartWait)
+	defer cancel()
+	if err := d.workers.Prestart(ctx); err != nil {
+		d.log.Warn("no render worker ready at the start; the first render starts one", "err", err,
+			"after", time.Since(start).Round(time.Millisecond))
+		return
+	}
+	d.log.Info("render worker ready", "after", time.Since(start).Round(time.Millisecond))
 }
 
 // renderWorkers says how renders run, for the start-up log line.

@@ -21,6 +21,7 @@ import (
 //	apply   {edits}         ->  {} or {error} (the objects are dropped on an error)
 //	write                   ->  chunks, then {} or {error}; the objects are dropped
 //	drop                    ->  (nothing); the objects are dropped
+//	ping                    ->  {}: the worker has started (Workers.Prestart)
 //
 // A chunk is its length (4 bytes, big endian, at most workerChunk) and that many
 // bytes of the output; a chunk of length 0 ends the output, and the answer after
@@ -30,6 +31,7 @@ const (
 	opApply  = "apply"
 	opWrite  = "write"
 	opDrop   = "drop"
+	opPing   = "ping"
 )
 
 const (
@@ -129,6 +131,7 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		case opDrop:
 			held = nil
 			continue
+		case opPing: // answered as it is: the worker has started
 		default:
 			return fmt.Errorf("render worker: unknown request %q", req.Op)
 		}

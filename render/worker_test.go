@@ -113,7 +113,9 @@ func writeString(t *testing.T, objs []*Rendered) string {
 // serves render after render.
 func TestWorkersSameOutput(t *testing.T) {
 	tw := newTestWorkers(t, 1)
-	tw.Prestart() // the renders below use it: one worker in all
+	if err := tw.Prestart(context.Background()); err != nil { // the renders below use it: one worker in all
+		t.Fatal(err)
+	}
 	apps := []string{"../testdata/apps/helm-web", "../testdata/apps/kustomize-overlay/overlay", "../testdata/apps/plain-cron",
 		"../testdata/apps/arm64-pinned", "testdata/charts/caps", "testdata/kustomize/canonical", "testdata/dir"}
 	for _, app := range apps {
@@ -319,7 +321,9 @@ func TestWorkersIdleAndDead(t *testing.T) {
 // pipe as JSON and YAML. It reports both times per render and the ratio.
 func BenchmarkRenderInWorker(b *testing.B) {
 	tw := newTestWorkers(b, 1)
-	tw.Prestart()
+	if err := tw.Prestart(context.Background()); err != nil {
+		b.Fatal(err)
+	}
 	for _, app := range []string{"../testdata/apps/helm-web", "../testdata/apps/kustomize-overlay/overlay", "../testdata/apps/plain-cron"} {
 		b.Run(filepath.Base(strings.TrimSuffix(app, "/overlay")), func(b *testing.B) {
 			opts := Options{RepoRoot: moduleRoot, AppName: "web", Namespace: "shop"}

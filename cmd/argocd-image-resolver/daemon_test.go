@@ -27,6 +27,19 @@ func startDaemon(t testing.TB, registriesCfg string, flags ...string) (socket st
 // DOCKER_CONFIG) and flags.
 func startDaemonEnv(t testing.TB, env map[string]string, flags ...string) (socket string, stop func()) {
 	t.Helper()
+	return startServe(t, binary, env, flags...)
+}
+
+// startDaemonBinary is startDaemon with the serve of the binary serve.
+func startDaemonBinary(t testing.TB, serve, registriesCfg string) (socket string, stop func()) {
+	t.Helper()
+	return startServe(t, serve, nil, "--registries-config", registriesCfg)
+}
+
+// startServe runs serve's `serve` with exactly env (plus PATH, HOME, an empty
+// DOCKER_CONFIG) and flags, and returns once its socket answers.
+func startServe(t testing.TB, serve string, env map[string]string, flags ...string) (socket string, stop func()) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "air")
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +47,7 @@ func startDaemonEnv(t testing.TB, env map[string]string, flags ...string) (socke
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	socket = filepath.Join(dir, "d.sock")
 	args := append([]string{"serve", "--socket", socket, "--metrics-addr", "127.0.0.1:0"}, flags...)
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(serve, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "DOCKER_CONFIG=" + t.TempDir()}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)

@@ -14,6 +14,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/argocd-image-resolver/argocd-image-resolver/render"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
 
@@ -23,6 +24,15 @@ import (
 var binary, thinBinary string
 
 func TestMain(m *testing.M) {
+	// A daemon run in this process (the sidecar's tests) starts its render workers
+	// as this program's render-worker command: this test binary, then.
+	if len(os.Args) > 1 && os.Args[1] == "render-worker" {
+		if err := render.ServeWorker(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "air-bin")
 	if err != nil {
 		panic(err)
