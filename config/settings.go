@@ -381,7 +381,7 @@ func Settings() []Setting {
 			get: func(c *Config) string { return c.ControlPlaneNamespace }},
 		durationSetting("renderTimeout", api.RenderTimeoutEnv, "render-timeout", "bound on one render, resolution included (below Argo CD's 90s plugin timeout)",
 			func(c *Config) *time.Duration { return &c.RenderTimeout }, time.Second),
-		intSetting("renderWorkers", "IMAGE_RESOLVER_RENDER_WORKERS", "render-workers", "renders the daemon runs at once, each in a worker process that is killed at the render deadline, above renderWorkerMemory or when its caller leaves",
+		intSetting("renderWorkers", "IMAGE_RESOLVER_RENDER_WORKERS", "render-workers", "renders the daemon runs at once, each in a worker process that is killed at the render deadline, above renderWorkerMemory or when its caller leaves; the daemon starts one before it listens (and is ready), so its first render does not wait for a process to start",
 			func(c *Config) *int { return &c.RenderWorkers }),
 		sizeSetting("renderWorkerMemory", "IMAGE_RESOLVER_RENDER_WORKER_MEMORY", "render-worker-memory", "resident memory a render's worker may use; above it the render is stopped",
 			func(c *Config) *int64 { return &c.RenderWorkerMemory }),
