@@ -269,6 +269,10 @@ func (p *Pipeline) openSource(ctx context.Context, dir, root string, env *plugin
 // (resolve.Resolver.ResolveBatch), not here.
 func (p *Pipeline) substitutions(report *Report, pol *plugin.AppPolicy, uses []render.ImageUse) []resolve.Request {
 	var reqs []resolve.Request
+	// One request per distinct image and policy, however many fields use it: an
+	// app of 5,000 Deployments of one image sends one, not 5,000 (each of which
+	// the batch would key, join and answer).
+	index := map[string]int{}
 	for _, u := range uses {
 		ip := pol.ForRepo(u.Image.Repo)
 		if ip == nil {
@@ -282,8 +286,13 @@ func (p *Pipeline) substitutions(report *Report, pol *plugin.AppPolicy, uses []r
 			report.Substitutions = append(report.Substitutions, &Substitution{Use: u, Policy: ip, Request: req, FromPin: &held, pinFile: pol.Pins.Target.File(), reqIdx: -1})
 			continue
 		}
-		report.Substitutions = append(report.Substitutions, &Substitution{Use: u, Policy: ip, Request: req, reqIdx: len(reqs)})
-		reqs = append(reqs, req)
+		key := req.Key()
+		i, ok := index[key]
+		if !ok {
+			i, index[key] = len(reqs), len(reqs)
+			reqs = append(reqs, req)
+		}
+		report.Substitutions = append(report.Substitutions, &Substitution{Use: u, Policy: ip, Request: req, reqIdx: i})
 	}
 	return reqs
 }
