@@ -358,6 +358,7 @@ func (l *Lab) AppDetails(appName, path string) (typ string, params []ParameterAn
 type AppSpec struct {
 	Name, Path, Namespace string
 	RepoURL               string      // "": the lab's git server (GitURL)
+	Revision              string      // "": main
 	Params                [][2]string // name, string value
 }
 
@@ -383,6 +384,9 @@ func (l *Lab) WriteAppFile(a AppSpec) (string, error) {
 	}
 	if a.RepoURL != "" {
 		app["spec"].(map[string]any)["source"].(map[string]any)["repoURL"] = a.RepoURL
+	}
+	if a.Revision != "" {
+		app["spec"].(map[string]any)["source"].(map[string]any)["targetRevision"] = a.Revision
 	}
 	b, err := yaml.Marshal(app)
 	if err != nil {
