@@ -48,19 +48,9 @@ func TestFetchAsGGCR(t *testing.T) {
 	s := rt.New(t)
 	s.PushIndex(t, "app", "1.0", rt.Index(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), []string{"linux/amd64", "linux/arm64"}, rt.WithSeed("1.0")))
 	s.Push(t, "app", "single", rt.Image(time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC), "linux/amd64", rt.WithSeed("single"), rt.WithDockerMediaTypes()))
-	r, err := NewRemote(WithRetry(RetryPolicy{Attempts: 1}), WithKeychain(authn.NewMultiKeychain()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo, err := name.NewRepository(s.Ref("app"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, repo := fetchTestRemote(t, s)
 	ctx := context.Background()
-	c, err := r.client(withOrigin(ctx, repo), clientKey{repo, pullerKey{pageSize: r.o.pageSize}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := fetchTestClient(t, ctx, r, repo)
 	index := s.Digest(t, "app", "1.0")
 	m, err := r.Manifest(ctx, repo, index)
 	if err != nil {
@@ -179,6 +169,26 @@ func (r iotest) Read(p []byte) (int, error) { return r.r.Read(p[:min(len(p), 3)]
 func TestFetchRedirectLoopStops(t *testing.T) {
 	s := rt.New(t)
 	s.Push(t, "app", "1.0", rt.Image(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), "linux/amd64", rt.WithSeed("1.0")))
+	r, repo := fetchTestRemote(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := fetchTestClient(t, ctx, r, repo)
+	self := "http://" + s.Host + "/v2/app/manifests/1.0"
+	s.Inject(rt.Fault{Kind: rt.ManifestGet, Status: http.StatusTemporaryRedirect, Body: []byte{}, Header: http.Header{"Location": {self}}})
+	before := s.Total()
+	_, _, _, err := c.fetchManifest(ctx, repo.Tag("1.0"))
+	if err == nil || !strings.Contains(err.Error(), "stopped after 10 redirects") {
+		t.Fatalf("error %v, want stopped after 10 redirects", err)
+	}
+	// The first request and 9 redirects followed: net/http's default bound.
+	if n := s.Total() - before; n != maxRedirects {
+		t.Errorf("%d requests, want %d", n, maxRedirects)
+	}
+}
+
+// fetchTestRemote is a Remote without retries for s, and s's repository app.
+func fetchTestRemote(t *testing.T, s *rt.Server) (*Remote, name.Repository) {
+	t.Helper()
 	r, err := NewRemote(WithRetry(RetryPolicy{Attempts: 1}), WithKeychain(authn.NewMultiKeychain()))
 	if err != nil {
 		t.Fatal(err)
@@ -187,21 +197,15 @@ func TestFetchRedirectLoopStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	return r, repo
+}
+
+// fetchTestClient is r's authenticated client of repo, as a resolution gets it.
+func fetchTestClient(t *testing.T, ctx context.Context, r *Remote, repo name.Repository) *repoClient {
+	t.Helper()
 	c, err := r.client(withOrigin(ctx, repo), clientKey{repo, pullerKey{pageSize: r.o.pageSize}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	self := "http://" + s.Host + "/v2/app/manifests/1.0"
-	s.Inject(rt.Fault{Kind: rt.ManifestGet, Status: http.StatusTemporaryRedirect, Body: []byte{}, Header: http.Header{"Location": {self}}})
-	before := s.Total()
-	_, _, _, err = c.fetchManifest(ctx, repo.Tag("1.0"))
-	if err == nil || !strings.Contains(err.Error(), "stopped after 10 redirects") {
-		t.Fatalf("error %v, want stopped after 10 redirects", err)
-	}
-	// The first request and 9 redirects followed: net/http's default bound.
-	if n := s.Total() - before; n != maxRedirects {
-		t.Errorf("%d requests, want %d", n, maxRedirects)
-	}
+	return c
 }
