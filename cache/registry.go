@@ -4,11 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -16,7 +12,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sync/singleflight"
 
@@ -70,8 +65,10 @@ type Registry struct {
 	metadata  *metadataLayer // metadata APIs' listings (metadata.go)
 	manifests *lru[*resolve.Manifest]
 	blobs     *lru[[]byte]
+	images    *lru[resolve.ImageFacts] // facts.go
 	sfMan     singleflight.Group
 	sfBlob    singleflight.Group
+	sfImage   singleflight.Group
 	shared    *Redis // the installation's shared tier; nil for none
 
 	ctx    context.Context // parent of every fetch; cancelled by Close
@@ -84,58 +81,6 @@ var (
 	_ resolve.Registry        = (*Registry)(nil)
 	_ resolve.ReferrersLister = (*Registry)(nil)
 )
-
-type options struct {
-	tagTTL, headTTL   time.Duration
-	staleFor          time.Duration
-	refreshAhead      float64
-	manifestBytes     int64
-	blobBytes         int64
-	fetchTimeout      time.Duration
-	clock             func() time.Time
-	metrics           *Metrics
-	cleanupInterval   time.Duration
-	backgroundRefresh int
-	redis             *Redis
-}
-
-// Option configures a Registry.
-type Option func(*options)
-
-// WithTagTTL sets how long a tag list is fresh (default 2m).
-func WithTagTTL(d time.Duration) Option { return func(o *options) { o.tagTTL = d } }
-
-// WithHeadTTL sets how long a tag->descriptor answer is fresh (default 1h).
-func WithHeadTTL(d time.Duration) Option { return func(o *options) { o.headTTL = d } }
-
-// WithStaleIfError sets how long past its TTL an entry may be served when the
-// registry fails (default 24h; 0 turns stale-if-error off).
-func WithStaleIfError(d time.Duration) Option { return func(o *options) { o.staleFor = d } }
-
-// WithRefreshAhead sets the last fraction of an entry's TTL in which reading it
-// starts a background refresh (default 0.2; 0 turns refresh-ahead off).
-func WithRefreshAhead(fraction float64) Option {
-	return func(o *options) { o.refreshAhead = fraction }
-}
-
-// WithCacheSizes bounds the bytes held for manifests and for blobs.
-func WithCacheSizes(manifestBytes, blobBytes int64) Option {
-	return func(o *options) { o.manifestBytes, o.blobBytes = manifestBytes, blobBytes }
-}
-
-// WithFetchTimeout bounds one fetch from the registry, retries included (default 2m).
-func WithFetchTimeout(d time.Duration) Option { return func(o *options) { o.fetchTimeout = d } }
-
-// WithClock replaces time.Now for TTL decisions (tests).
-func WithClock(now func() time.Time) Option { return func(o *options) { o.clock = now } }
-
-// WithMetrics records into m (default: a Registry of its own).
-func WithMetrics(m *Metrics) Option { return func(o *options) { o.metrics = m } }
-
-// WithRedis shares the registry view with the other daemons of the installation
-// through Redis (see Redis): lookups go memory -> Redis -> registry. nil: no
-// shared tier. The Registry closes it on Close.
-func WithRedis(rd *Redis) Option { return func(o *options) { o.redis = rd } }
 
 // NewRegistry returns a cache in front of inner. Give inner no memo of its own
 // (resolve.WithoutMemo): this cache bounds memory, the Remote's memo does not.
@@ -168,6 +113,7 @@ func NewRegistry(inner resolve.Registry, opts ...Option) *Registry {
 		return int64(cap(m.Raw)) + int64(len(m.MediaType)) + 64
 	})
 	r.blobs = newLRU(o.blobBytes, func(_ string, b []byte) int64 { return int64(cap(b)) + 24 })
+	r.images = newLRU(o.blobBytes, func(string, resolve.ImageFacts) int64 { return imageFactsSize })
 	_ = r.m.Registry.Register(newCacheCollector(r)) // a second Registry on the same Metrics keeps the first's gauges
 	return r
 }
@@ -193,11 +139,13 @@ type LayerStats struct {
 func (r *Registry) Stats() []LayerStats {
 	me, mb := r.manifests.stats()
 	be, bb := r.blobs.stats()
+	ie, ib := r.images.stats()
 	return []LayerStats{
 		{Layer: LayerTags, Entries: r.tags.c.ItemCount()},
 		{Layer: LayerHead, Entries: r.heads.c.ItemCount()},
 		{Layer: LayerManifest, Entries: me, Bytes: mb},
 		{Layer: LayerBlob, Entries: be, Bytes: bb},
+		{Layer: LayerImage, Entries: ie, Bytes: ib},
 	}
 }
 
@@ -399,8 +347,14 @@ func (r *Registry) storeManifest(ctx context.Context, m *resolve.Manifest) {
 }
 
 func (r *Registry) manifestByDigest(ctx context.Context, repo name.Repository, h v1.Hash) (*resolve.Manifest, error) {
+	return r.manifestByDigestKept(ctx, repo, h, true)
+}
+
+// manifestByDigestKept is manifestByDigest; a manifest fetched is kept in memory
+// only when keep (passThrough reads without keeping).
+func (r *Registry) manifestByDigestKept(ctx context.Context, repo name.Repository, h v1.Hash, keep bool) (*resolve.Manifest, error) {
 	key := h.String()
-	return lruGet(ctx, r, LayerManifest, r.manifests, &r.sfMan, manifestCodec, key, resolve.RepoKey(repo), func(ctx context.Context) (*resolve.Manifest, error) {
+	return lruGet(ctx, r, LayerManifest, r.manifests, keep, &r.sfMan, manifestCodec, key, resolve.RepoKey(repo), func(ctx context.Context) (*resolve.Manifest, error) {
 		m, err := r.inner.Manifest(ctx, repo, key)
 		if err != nil {
 			return nil, err
@@ -408,7 +362,9 @@ func (r *Registry) manifestByDigest(ctx context.Context, repo name.Repository, h
 		if m.Digest != h {
 			return nil, fmt.Errorf("manifest %s@%s: registry sent digest %s", repo, key, m.Digest)
 		}
-		keepManifest(m, key)
+		if keep {
+			keepManifest(m, key)
+		}
 		return m, nil
 	})
 }
@@ -416,11 +372,16 @@ func (r *Registry) manifestByDigest(ctx context.Context, repo name.Repository, h
 // Blob returns a blob (an image config) by digest from the LRU, fetching it once on
 // a miss.
 func (r *Registry) Blob(ctx context.Context, repo name.Repository, digest v1.Hash) ([]byte, error) {
+	return r.blob(ctx, repo, digest, true)
+}
+
+// blob is Blob; a blob fetched is kept in memory only when keep.
+func (r *Registry) blob(ctx context.Context, repo name.Repository, digest v1.Hash, keep bool) ([]byte, error) {
 	key := digest.String()
-	return lruGet(ctx, r, LayerBlob, r.blobs, &r.sfBlob, blobCodec, key, resolve.RepoKey(repo), func(ctx context.Context) ([]byte, error) {
+	return lruGet(ctx, r, LayerBlob, r.blobs, keep, &r.sfBlob, blobCodec, key, resolve.RepoKey(repo), func(ctx context.Context) ([]byte, error) {
 		b, err := r.inner.Blob(ctx, repo, digest)
-		if err != nil {
-			return nil, err
+		if err != nil || !keep {
+			return b, err
 		}
 		return compact(b), nil
 	})
@@ -447,9 +408,10 @@ func compact(b []byte) []byte {
 	return b
 }
 
-// lruGet answers from a content-addressed LRU, else from Redis (when shared),
-// fetching a missing value once however many callers (and daemons) want it.
-func lruGet[V any](ctx context.Context, r *Registry, layer string, c *lru[V], sf *singleflight.Group, codec valueCodec[V], key, repoKey string,
+// lruGet answers from a content-addressed LRU, else from Redis (when shared and
+// the layer's codec can store it), fetching a missing value once however many
+// callers (and daemons) want it, and keeping what it fetched in c when keep.
+func lruGet[V any](ctx context.Context, r *Registry, layer string, c *lru[V], keep bool, sf *singleflight.Group, codec valueCodec[V], key, repoKey string,
 	fetch func(context.Context) (V, error)) (V, error) {
 	var zero V
 	if v, ok := c.get(key); ok {
@@ -466,7 +428,7 @@ func lruGet[V any](ctx context.Context, r *Registry, layer string, c *lru[V], sf
 		defer cancel()
 		var v V
 		var err error
-		if r.shared != nil {
+		if r.shared != nil && codec.parse != nil {
 			v, _, err = sharedFill(fctx, r.shared, layer, key, r.shared.ContentTTL(), codec,
 				func(time.Duration) bool { return true }, fetch)
 		} else {
@@ -474,6 +436,9 @@ func lruGet[V any](ctx context.Context, r *Registry, layer string, c *lru[V], sf
 		}
 		if err != nil {
 			return nil, err
+		}
+		if !keep {
+			return v, nil
 		}
 		if n := c.add(key, v); n > 0 {
 			r.m.Evictions.WithLabelValues(layer).Add(float64(n))
@@ -494,50 +459,4 @@ func lruGet[V any](ctx context.Context, r *Registry, layer string, c *lru[V], sf
 	case <-ctx.Done():
 		return zero, ctx.Err()
 	}
-}
-
-// ---- errors ----
-
-// staleable reports whether a failed fetch may be answered from an expired entry:
-// the registry was unavailable, throttled or refused credentials, or the network
-// failed. Definitive answers (404, other 4xx) and malformed content may not.
-func staleable(err error) bool {
-	var te *transport.Error
-	if errors.As(err, &te) {
-		switch s := te.StatusCode; {
-		case s == http.StatusUnauthorized, s == http.StatusForbidden, s == http.StatusRequestTimeout,
-			s == http.StatusTooManyRequests, s >= 500:
-			return true
-		}
-		return false
-	}
-	var ue *url.Error
-	var ne net.Error
-	return errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// headUnsupported reports whether a HEAD failed because the registry does not
-// serve HEAD for manifests.
-func headUnsupported(err error) bool {
-	var te *transport.Error
-	return errors.As(err, &te) && (te.StatusCode == http.StatusMethodNotAllowed ||
-		te.StatusCode == http.StatusNotImplemented || te.StatusCode == http.StatusBadRequest)
-}
-
-func isNotFound(err error) bool {
-	var te *transport.Error
-	return errors.As(err, &te) && te.StatusCode == http.StatusNotFound
-}
-
-// describeError says briefly why a fetch failed, for stale reports.
-func describeError(err error) string {
-	var te *transport.Error
-	if errors.As(err, &te) {
-		return fmt.Sprintf("registry answered %d %s", te.StatusCode, http.StatusText(te.StatusCode))
-	}
-	var re *resolve.RegistryError
-	if errors.As(err, &re) && re.Err != nil {
-		return re.Err.Error()
-	}
-	return err.Error()
 }

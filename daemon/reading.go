@@ -80,3 +80,14 @@ func (r *readingRegistry) Referrers(ctx context.Context, repo name.Repository, d
 	defer r.enter(repo)()
 	return r.referringRegistry.Referrers(ctx, repo, digest)
 }
+
+// ImageFacts implements resolve.ImageFactsCache, through the view's own when it
+// has one (cache.Registry keeps facts rather than documents).
+func (r *readingRegistry) ImageFacts(ctx context.Context, repo name.Repository, digest v1.Hash,
+	derive func(context.Context, resolve.Registry) (resolve.ImageFacts, error)) (resolve.ImageFacts, error) {
+	defer r.enter(repo)()
+	if fc, ok := r.referringRegistry.(resolve.ImageFactsCache); ok {
+		return fc.ImageFacts(ctx, repo, digest, derive)
+	}
+	return derive(ctx, r.referringRegistry)
+}

@@ -52,29 +52,46 @@ func inspect(ctx context.Context, reg Registry, repo name.Repository, tag string
 		if !wantCreated || !info.Created.IsZero() || child == nil {
 			return info, nil
 		}
-		cm, err := reg.Manifest(ctx, repo, child.Digest.String())
+		facts, err := imageFacts(ctx, reg, repo, tag, child.Digest, nil)
 		if err != nil {
 			return nil, err
 		}
-		_, created, err := imageDetails(ctx, reg, repo, tag, cm)
-		if err != nil {
-			return nil, err
-		}
-		info.Created = created
+		info.Created = facts.Created
 		return info, nil
 	}
 	if !m.MediaType.IsImage() {
 		return nil, fmt.Errorf("%s:%s: unsupported manifest media type %q", repo, tag, m.MediaType)
 	}
-	p, created, err := imageDetails(ctx, reg, repo, tag, m)
+	facts, err := imageFacts(ctx, reg, repo, tag, m.Digest, m)
 	if err != nil {
 		return nil, err
 	}
-	if !p.IsUnknown() && p.OS != "" {
+	if p := facts.Platform; !p.IsUnknown() && p.OS != "" {
 		info.Platforms = []Platform{p}
 	}
-	info.Created = created
+	info.Created = facts.Created
 	return info, nil
+}
+
+// imageFacts returns the facts of the image manifest digest (m, when the caller
+// read it already): from the registry view when it keeps them
+// (ImageFactsCache), else from the manifest and its config.
+func imageFacts(ctx context.Context, reg Registry, repo name.Repository, tag string, digest v1.Hash, m *Manifest) (ImageFacts, error) {
+	derive := func(ctx context.Context, reg Registry) (ImageFacts, error) {
+		man := m
+		if man == nil {
+			var err error
+			if man, err = reg.Manifest(ctx, repo, digest.String()); err != nil {
+				return ImageFacts{}, err
+			}
+		}
+		p, created, err := imageDetails(ctx, reg, repo, tag, man)
+		return ImageFacts{Platform: p, Created: created}, err
+	}
+	if fc, ok := reg.(ImageFactsCache); ok {
+		return fc.ImageFacts(ctx, repo, digest, derive)
+	}
+	return derive(ctx, reg)
 }
 
 // imageDetails reads an image manifest's config for its platform and build time.

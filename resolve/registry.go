@@ -48,3 +48,22 @@ type TagInfo struct {
 	// bytes; a pin confirms it first.
 	listed bool
 }
+
+// ImageFacts is what inspect derives from an image manifest and its config: the
+// platform the image runs on and its build time.
+type ImageFacts struct {
+	Platform Platform
+	// Created is the build time, the manifest's created annotation else the
+	// config's created; zero when neither says.
+	Created time.Time
+}
+
+// ImageFactsCache is a Registry that keeps images' facts by manifest digest: a
+// registry view holding many tags keeps these few fields per image rather than
+// its manifest and config whole (a resolution reads nothing else of them).
+// ImageFacts returns digest's facts, calling derive on a miss with a view that
+// reads documents without keeping them. Concurrent misses of one digest share
+// one derive; a failed derive is not kept.
+type ImageFactsCache interface {
+	ImageFacts(ctx context.Context, repo name.Repository, digest v1.Hash, derive func(context.Context, Registry) (ImageFacts, error)) (ImageFacts, error)
+}

@@ -1,0 +1,135 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache/redistest"
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
+)
+
+// seedFacts pushes build-0..build-(n-1) to "facts/index" as two-platform
+// indexes and to "facts/single" as linux/arm64 images, a day apart, and returns
+// the newest-build policy for linux/arm64.
+func seedFacts(t testing.TB, s *rt.Server, n int) resolve.PolicySpec {
+	t.Helper()
+	for i := range n {
+		tag := fmt.Sprintf("build-%d", i)
+		s.PushIndex(t, "facts/index", tag, rt.Index(day(i), []string{"linux/amd64", "linux/arm64"}, rt.WithSeed("index"+tag)))
+		s.Push(t, "facts/single", tag, rt.Image(day(i), "linux/arm64", rt.WithSeed("single"+tag)))
+	}
+	return resolve.PolicySpec{Strategy: "newest-build", Platforms: []string{"linux/arm64"}}
+}
+
+func layerEntries(r *Registry) map[string]int {
+	got := map[string]int{}
+	for _, s := range r.Stats() {
+		got[s.Layer] = s.Entries
+	}
+	return got
+}
+
+// A newest-build keeps each image's platform and build time, not its manifest
+// and config: the view holds the tags' own manifests (the indexes, the single
+// images) and one fact per image read, no config and no index child; the
+// resolution again is answered from them with no request, and the answers are
+// those of the registry read without a cache.
+func TestImageFactsKeptInsteadOfDocuments(t *testing.T) {
+	const n = 5
+	s := rt.New(t)
+	spec := seedFacts(t, s, n)
+	f := newFixture(t, s, nil, nil)
+	plain, err := resolve.NewRemote(resolve.WithRetry(fastRetry), resolve.WithKeychain(authn.NewMultiKeychain()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, repo := range []string{"facts/index", "facts/single"} {
+		want, err := resolve.NewResolver(plain).Resolve(context.Background(), mustRepo(t, s.Ref(repo)), s.Ref(repo), mustCompile(t, spec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := f.mustResolve(t, repo, spec)
+		if got.Tag != fmt.Sprintf("build-%d", n-1) || got.Tag != want.Tag || got.Digest != want.Digest || got.Candidates != want.Candidates ||
+			fmt.Sprint(got.Considered) != fmt.Sprint(want.Considered) {
+			t.Errorf("%s: cached view resolved %s %s %+v, the registry without a cache %s %s %+v", repo, got.Tag, got.Digest, got.Considered, want.Tag, want.Digest, want.Considered)
+		}
+	}
+	if got, want := layerEntries(f.reg), map[string]int{LayerManifest: 2 * n, LayerBlob: 0, LayerImage: 2 * n}; got[LayerManifest] != want[LayerManifest] || got[LayerBlob] != 0 || got[LayerImage] != want[LayerImage] {
+		t.Errorf("layers hold %v, want the tags' own manifests, no blob, a fact per image: %v", got, want)
+	}
+
+	s.ResetCounts()
+	for _, repo := range []string{"facts/index", "facts/single"} {
+		if got := f.mustResolve(t, repo, spec); got.Tag != fmt.Sprintf("build-%d", n-1) {
+			t.Errorf("%s again: %s", repo, got.Tag)
+		}
+	}
+	if s.Total() != 0 {
+		t.Errorf("resolving again asked the registry: %s", describeCounts(s))
+	}
+	if hits := countOf(f.m, "hits", LayerImage); hits != 2*n {
+		t.Errorf("image layer hits %v, want %d", hits, 2*n)
+	}
+}
+
+// Facts are memory only, but the documents they come from still go to Redis:
+// a second daemon sharing it derives them without a registry request.
+func TestImageFactsSecondDaemonDerivesFromRedis(t *testing.T) {
+	rs := redistest.Start(t)
+	s := rt.New(t)
+	spec := seedFacts(t, s, 4)
+	first := newSharedFixture(t, s, rs.Addr, RedisOptions{})
+	first.mustResolve(t, "facts/index", spec)
+	first.mustResolve(t, "facts/single", spec)
+
+	s.ResetCounts()
+	second := newSharedFixture(t, s, rs.Addr, RedisOptions{})
+	for _, repo := range []string{"facts/index", "facts/single"} {
+		if got := second.mustResolve(t, repo, spec); got.Tag != "build-3" {
+			t.Errorf("%s on the second daemon: %s", repo, got.Tag)
+		}
+	}
+	if s.Total() != 0 {
+		t.Errorf("the second daemon asked the registry: %s", describeCounts(s))
+	}
+	if got := layerEntries(second.reg); got[LayerImage] != 8 || got[LayerBlob] != 0 {
+		t.Errorf("second daemon's layers: %v, want 8 facts and no blob", got)
+	}
+}
+
+// A derive that fails is not kept: the registry's answer is the resolution's
+// error, and the next resolution reads the config again and succeeds.
+func TestImageFactsFailureNotKept(t *testing.T) {
+	s := rt.New(t)
+	s.Push(t, "facts/one", "build-0", rt.Image(day(0), "linux/arm64", rt.WithSeed("one")))
+	spec := resolve.PolicySpec{Strategy: "newest-build", Platforms: []string{"linux/arm64"}}
+	f := newFixture(t, s, nil, nil)
+	s.Inject(rt.Fault{Kind: rt.BlobGet, Status: http.StatusNotFound, Times: 1})
+	if a := f.resolve(t, "facts/one", spec); a.Error == "" {
+		t.Fatalf("resolved %+v with its config missing, want an error", a.Result)
+	}
+	if got := layerEntries(f.reg)[LayerImage]; got != 0 {
+		t.Errorf("image layer holds %d facts after the config failed, want none", got)
+	}
+	s.ResetCounts()
+	if got := f.mustResolve(t, "facts/one", spec); got.Tag != "build-0" {
+		t.Errorf("after the fault: %s", got.Tag)
+	}
+	if got := s.Count(rt.BlobGet); got != 1 {
+		t.Errorf("config reads after the fault: %d, want 1; %s", got, describeCounts(s))
+	}
+}
+
+func mustCompile(t testing.TB, spec resolve.PolicySpec) *resolve.Policy {
+	t.Helper()
+	p, err := spec.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,58 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
+	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
+)
+
+// The daemon's resolver reads through readingRegistry: it must hand the cache's
+// image facts through, or the cache would keep every config and index child
+// whole again.
+func TestReadingRegistryKeepsFactsNotDocuments(t *testing.T) {
+	s := rt.New(t)
+	for i := range 3 {
+		tag := fmt.Sprintf("build-%d", i)
+		s.PushIndex(t, "reading/app", tag, rt.Index(time.Date(2026, 1, 1+i, 0, 0, 0, 0, time.UTC), []string{"linux/amd64", "linux/arm64"}, rt.WithSeed(tag)))
+	}
+	remote, err := resolve.NewRemote(resolve.WithKeychain(authn.NewMultiKeychain()), resolve.WithoutMemo())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := cache.NewRegistry(remote)
+	t.Cleanup(reg.Close)
+	reads := newReadingRegistry(reg)
+	if _, ok := any(reads).(resolve.ImageFactsCache); !ok {
+		t.Fatal("readingRegistry does not pass image facts through")
+	}
+	repo, err := name.NewRepository(s.Ref("reading/app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := resolve.PolicySpec{Strategy: "newest-build", Platforms: []string{"linux/arm64"}}.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := resolve.NewResolver(reads).Resolve(context.Background(), repo, repo.String(), p)
+	if err != nil || res.Tag != "build-2" {
+		t.Fatalf("resolved %+v, %v; want build-2", res, err)
+	}
+	layers := map[string]int{}
+	for _, st := range reg.Stats() {
+		layers[st.Layer] = st.Entries
+	}
+	if layers[cache.LayerImage] != 3 || layers[cache.LayerBlob] != 0 || layers[cache.LayerManifest] != 3 {
+		t.Errorf("cache layers %v, want 3 facts, no blob, the 3 indexes", layers)
+	}
+	if reads.reading(repo.String()) {
+		t.Error("a read is still counted in flight after the resolution")
+	}
+}
