@@ -34,12 +34,11 @@ func layerEntries(r *Registry) map[string]int {
 	return got
 }
 
-// A newest-build keeps each image's platform and build time, not its manifest
-// and config: the view holds the tags' own manifests (the indexes, the single
-// images) and one fact per image read, no config and no index child; the
-// resolution again is answered from them with no request, and the answers are
-// those of the registry read without a cache.
-func TestImageFactsKeptInsteadOfDocuments(t *testing.T) {
+// A newest-build keeps what it read of each manifest (an index's children, an
+// image's platform and build time), not the manifests and configs: the
+// resolution again is answered from the facts with no request, and the answers
+// are those of the registry read without a cache.
+func TestManifestFactsKeptInsteadOfDocuments(t *testing.T) {
 	const n = 5
 	s := rt.New(t)
 	spec := seedFacts(t, s, n)
@@ -59,8 +58,10 @@ func TestImageFactsKeptInsteadOfDocuments(t *testing.T) {
 			t.Errorf("%s: cached view resolved %s %s %+v, the registry without a cache %s %s %+v", repo, got.Tag, got.Digest, got.Considered, want.Tag, want.Digest, want.Considered)
 		}
 	}
-	if got, want := layerEntries(f.reg), map[string]int{LayerManifest: 2 * n, LayerBlob: 0, LayerImage: 2 * n}; got[LayerManifest] != want[LayerManifest] || got[LayerBlob] != 0 || got[LayerImage] != want[LayerImage] {
-		t.Errorf("layers hold %v, want the tags' own manifests, no blob, a fact per image: %v", got, want)
+	// Facts per index, per index's linux/arm64 child and per single image; no
+	// manifest and no config kept.
+	if got := layerEntries(f.reg); got[LayerManifest] != 0 || got[LayerBlob] != 0 || got[LayerFacts] != 3*n {
+		t.Errorf("layers hold %v, want no manifest, no blob and %d facts", got, 3*n)
 	}
 
 	s.ResetCounts()
@@ -72,14 +73,14 @@ func TestImageFactsKeptInsteadOfDocuments(t *testing.T) {
 	if s.Total() != 0 {
 		t.Errorf("resolving again asked the registry: %s", describeCounts(s))
 	}
-	if hits := countOf(f.m, "hits", LayerImage); hits != 2*n {
-		t.Errorf("image layer hits %v, want %d", hits, 2*n)
+	if hits := countOf(f.m, "hits", LayerFacts); hits != 3*n {
+		t.Errorf("facts layer hits %v, want %d", hits, 3*n)
 	}
 }
 
 // Facts are memory only, but the documents they come from still go to Redis:
 // a second daemon sharing it derives them without a registry request.
-func TestImageFactsSecondDaemonDerivesFromRedis(t *testing.T) {
+func TestManifestFactsSecondDaemonDerivesFromRedis(t *testing.T) {
 	rs := redistest.Start(t)
 	s := rt.New(t)
 	spec := seedFacts(t, s, 4)
@@ -97,14 +98,14 @@ func TestImageFactsSecondDaemonDerivesFromRedis(t *testing.T) {
 	if s.Total() != 0 {
 		t.Errorf("the second daemon asked the registry: %s", describeCounts(s))
 	}
-	if got := layerEntries(second.reg); got[LayerImage] != 8 || got[LayerBlob] != 0 {
-		t.Errorf("second daemon's layers: %v, want 8 facts and no blob", got)
+	if got := layerEntries(second.reg); got[LayerFacts] != 12 || got[LayerBlob] != 0 || got[LayerManifest] != 0 {
+		t.Errorf("second daemon's layers: %v, want 12 facts, no blob, no manifest", got)
 	}
 }
 
 // A derive that fails is not kept: the registry's answer is the resolution's
 // error, and the next resolution reads the config again and succeeds.
-func TestImageFactsFailureNotKept(t *testing.T) {
+func TestManifestFactsFailureNotKept(t *testing.T) {
 	s := rt.New(t)
 	s.Push(t, "facts/one", "build-0", rt.Image(day(0), "linux/arm64", rt.WithSeed("one")))
 	spec := resolve.PolicySpec{Strategy: "newest-build", Platforms: []string{"linux/arm64"}}
@@ -113,8 +114,8 @@ func TestImageFactsFailureNotKept(t *testing.T) {
 	if a := f.resolve(t, "facts/one", spec); a.Error == "" {
 		t.Fatalf("resolved %+v with its config missing, want an error", a.Result)
 	}
-	if got := layerEntries(f.reg)[LayerImage]; got != 0 {
-		t.Errorf("image layer holds %d facts after the config failed, want none", got)
+	if got := layerEntries(f.reg)[LayerFacts]; got != 0 {
+		t.Errorf("facts layer holds %d facts after the config failed, want none", got)
 	}
 	s.ResetCounts()
 	if got := f.mustResolve(t, "facts/one", spec); got.Tag != "build-0" {

@@ -21,11 +21,11 @@ const (
 	LayerRecords  = "records"  // API and repository -> a metadata API's tag records (TTL, memory only)
 	LayerManifest = "manifest" // digest -> manifest (LRU, no expiry)
 	LayerBlob     = "blob"     // digest -> blob (LRU, no expiry)
-	LayerImage    = "image"    // image manifest digest -> its platform and build time (LRU, no expiry, memory only)
+	LayerFacts    = "facts"    // manifest digest -> what resolutions read of it (LRU, no expiry, memory only)
 )
 
 // Layers lists the cache layers.
-var Layers = []string{LayerTags, LayerHead, LayerRecords, LayerManifest, LayerBlob, LayerImage}
+var Layers = []string{LayerTags, LayerHead, LayerRecords, LayerManifest, LayerBlob, LayerFacts}
 
 // Metrics are the registry view's Prometheus metrics, in a registry of their own
 // that the daemon adds its metrics to: the caches' and, embedded, the registry
@@ -119,7 +119,7 @@ type cacheCollector struct {
 func newCacheCollector(r *Registry) *cacheCollector {
 	return &cacheCollector{
 		entries: prometheus.NewDesc(Namespace+"_cache_entries", "Entries held, by layer (expired entries kept for stale-if-error included).", []string{"layer"}, nil),
-		bytes:   prometheus.NewDesc(Namespace+"_cache_bytes", "Bytes accounted to the size-bounded layers (manifest, blob, image).", []string{"layer"}, nil),
+		bytes:   prometheus.NewDesc(Namespace+"_cache_bytes", "Bytes accounted to the size-bounded layers (manifest, blob, facts).", []string{"layer"}, nil),
 		r:       r,
 	}
 }
@@ -132,7 +132,7 @@ func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.r.Stats() {
 		ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(s.Entries), s.Layer)
-		if s.Layer == LayerManifest || s.Layer == LayerBlob || s.Layer == LayerImage {
+		if s.Layer == LayerManifest || s.Layer == LayerBlob || s.Layer == LayerFacts {
 			ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(s.Bytes), s.Layer)
 		}
 	}

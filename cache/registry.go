@@ -65,10 +65,10 @@ type Registry struct {
 	metadata  *metadataLayer // metadata APIs' listings (metadata.go)
 	manifests *lru[*resolve.Manifest]
 	blobs     *lru[[]byte]
-	images    *lru[resolve.ImageFacts] // facts.go
+	facts     *lru[resolve.ManifestFacts] // facts.go
 	sfMan     singleflight.Group
 	sfBlob    singleflight.Group
-	sfImage   singleflight.Group
+	sfFacts   singleflight.Group
 	shared    *Redis // the installation's shared tier; nil for none
 
 	ctx    context.Context // parent of every fetch; cancelled by Close
@@ -113,7 +113,7 @@ func NewRegistry(inner resolve.Registry, opts ...Option) *Registry {
 		return int64(cap(m.Raw)) + int64(len(m.MediaType)) + 64
 	})
 	r.blobs = newLRU(o.blobBytes, func(_ string, b []byte) int64 { return int64(cap(b)) + 24 })
-	r.images = newLRU(o.blobBytes, func(string, resolve.ImageFacts) int64 { return imageFactsSize })
+	r.facts = newLRU(o.blobBytes, factsSize)
 	_ = r.m.Registry.Register(newCacheCollector(r)) // a second Registry on the same Metrics keeps the first's gauges
 	return r
 }
@@ -139,13 +139,13 @@ type LayerStats struct {
 func (r *Registry) Stats() []LayerStats {
 	me, mb := r.manifests.stats()
 	be, bb := r.blobs.stats()
-	ie, ib := r.images.stats()
+	fe, fb := r.facts.stats()
 	return []LayerStats{
 		{Layer: LayerTags, Entries: r.tags.c.ItemCount()},
 		{Layer: LayerHead, Entries: r.heads.c.ItemCount()},
 		{Layer: LayerManifest, Entries: me, Bytes: mb},
 		{Layer: LayerBlob, Entries: be, Bytes: bb},
-		{Layer: LayerImage, Entries: ie, Bytes: ib},
+		{Layer: LayerFacts, Entries: fe, Bytes: fb},
 	}
 }
 
@@ -305,25 +305,15 @@ func (r *Registry) Manifest(ctx context.Context, repo name.Repository, ref strin
 	key := resolve.RepoKey(repo) + ":" + ref
 	var got *resolve.Manifest // set when this caller's fetch read the whole manifest
 	hv, err := r.heads.get(ctx, key, resolve.RepoKey(repo), "digest of "+key, func(ctx context.Context, old *entry[headVal]) (headVal, error) {
-		if old != nil {
-			d, err := r.inner.Head(ctx, repo, ref)
-			if err == nil {
-				return newHeadVal(d.Digest, d.MediaType, d.Size), nil
-			}
-			if !headUnsupported(err) {
-				return headVal{}, err
-			}
-			// A registry that does not answer HEAD: one GET, as when cold.
-		}
-		m, err := r.inner.Manifest(ctx, repo, ref)
-		if err != nil {
-			return headVal{}, err
+		m, hv, err := r.headOrGet(ctx, repo, ref, old)
+		if err != nil || m == nil {
+			return hv, err
 		}
 		r.storeManifest(ctx, m)
 		if old == nil { // not a background refresh (those always have an entry)
 			got = m
 		}
-		return newHeadVal(m.Digest, m.MediaType, int64(len(m.Raw))), nil
+		return hv, nil
 	})
 	if err != nil {
 		return nil, err
@@ -335,14 +325,40 @@ func (r *Registry) Manifest(ctx context.Context, repo name.Repository, ref strin
 	return r.manifestByDigest(ctx, repo, hv.digest())
 }
 
+// headOrGet reads a tag's descriptor from the registry: with a HEAD when the
+// tag was read before (old, a refresh), else, or when the registry does not
+// answer HEAD, with one GET, whose manifest it returns too.
+func (r *Registry) headOrGet(ctx context.Context, repo name.Repository, ref string, old *entry[headVal]) (*resolve.Manifest, headVal, error) {
+	if old != nil {
+		d, err := r.inner.Head(ctx, repo, ref)
+		if err == nil {
+			return nil, newHeadVal(d.Digest, d.MediaType, d.Size), nil
+		}
+		if !headUnsupported(err) {
+			return nil, headVal{}, err
+		}
+		// A registry that does not answer HEAD: one GET, as when cold.
+	}
+	m, err := r.inner.Manifest(ctx, repo, ref)
+	if err != nil {
+		return nil, headVal{}, err
+	}
+	return m, newHeadVal(m.Digest, m.MediaType, int64(len(m.Raw))), nil
+}
+
 // storeManifest keeps a manifest read by tag under its digest, here and in Redis.
 func (r *Registry) storeManifest(ctx context.Context, m *resolve.Manifest) {
 	key := keepManifest(m, m.Digest.String())
 	if n := r.manifests.add(key, m); n > 0 {
 		r.m.Evictions.WithLabelValues(LayerManifest).Add(float64(n))
 	}
+	r.shareManifest(ctx, m)
+}
+
+// shareManifest writes a manifest read by tag to Redis, when the daemons share it.
+func (r *Registry) shareManifest(ctx context.Context, m *resolve.Manifest) {
 	if r.shared != nil {
-		putContent(ctx, r.shared, LayerManifest, key, manifestCodec, m)
+		putContent(ctx, r.shared, LayerManifest, m.Digest.String(), manifestCodec, m)
 	}
 }
 
@@ -455,7 +471,16 @@ func lruGet[V any](ctx context.Context, r *Registry, layer string, c *lru[V], ke
 		if res.Err != nil {
 			return zero, res.Err
 		}
-		return res.Val.(V), nil
+		v := res.Val.(V)
+		if keep && !leader {
+			// The fetch joined may be a passThrough's, which keeps nothing.
+			if _, ok := c.get(key); !ok {
+				if n := c.add(key, v); n > 0 {
+					r.m.Evictions.WithLabelValues(layer).Add(float64(n))
+				}
+			}
+		}
+		return v, nil
 	case <-ctx.Done():
 		return zero, ctx.Err()
 	}

@@ -254,7 +254,7 @@ func Settings() []Setting {
 			get: func(c *Config) string { return strconv.FormatFloat(c.RefreshAhead, 'f', -1, 64) }},
 		sizeSetting("manifestCacheSize", "IMAGE_RESOLVER_MANIFEST_CACHE_SIZE", "manifest-cache-size", "bytes of manifests kept by digest",
 			func(c *Config) *int64 { return &c.ManifestCacheSize }),
-		sizeSetting("blobCacheSize", "IMAGE_RESOLVER_BLOB_CACHE_SIZE", "blob-cache-size", "bytes of blobs kept by digest; also the bound of the image facts (an image's platform and build time, about 300 bytes each) kept by manifest digest in place of its manifest and config",
+		sizeSetting("blobCacheSize", "IMAGE_RESOLVER_BLOB_CACHE_SIZE", "blob-cache-size", "bytes of blobs kept by digest; also the bound of the facts kept by manifest digest in place of manifests and configs (what resolutions read of them: an index's children, an image's platform and build time; 150-300 bytes each)",
 			func(c *Config) *int64 { return &c.BlobCacheSize }),
 		{Key: "rateLimits", Env: "IMAGE_RESOLVER_RATE_LIMITS", Flag: "rate-limit", List: true, Type: "prefix=rps[:burst]",
 			Usage: "per-registry token bucket, " + rateAccepted + "; repeatable; each sets its registry's limit over the file's and env's " +

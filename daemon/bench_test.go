@@ -177,9 +177,10 @@ func procStatusMiB(pid int, field string) float64 {
 }
 
 // BenchmarkDaemonMemory loads a 100,000-tag view over 500 repositories and 20,000
-// digests into a daemon process (every tag's list entry, digest, manifest and
-// config: newest-build over every repository) and reports the daemon's RSS, peak
-// RSS and Go heap, and what the load cost the registry.
+// digests into a daemon process (every tag's list entry and digest, every
+// image's facts from its manifest and config: newest-build over every
+// repository) and reports the daemon's RSS, peak RSS and Go heap, and what the
+// load cost the registry.
 func BenchmarkDaemonMemory(b *testing.B) {
 	const repos, digests, tagsPerDigest = 500, 40, 5
 	s := rt.New(b)
@@ -282,7 +283,7 @@ func daemonMemory(b *testing.B, s *rt.Server, names []string, shared bool) {
 		b.Logf("daemon: anonymous RSS peak %.1f MiB (sampled)", anonPeak)
 		b.Logf("daemon: idle RSS %.1f MiB; after load RSS %.1f MiB, peak %.1f MiB, heap in use %.1f MiB; after GC live heap %.1f MiB, RSS %.1f MiB; entries %v; LRU bytes %v; load %v (daemon CPU %v, GC %.2fs), %d registry requests %v",
 			baseRSS, rss, peak, heap/(1<<20), live, rssAfterGC, entries, bytes, load.Round(time.Millisecond), cpu, gcCPU, s.Total(), s.Counts())
-		if entries[cache.LayerTags] != repos || entries[cache.LayerHead] != repos*digests*tagsPerDigest || entries[cache.LayerManifest] != repos*digests {
+		if entries[cache.LayerTags] != repos || entries[cache.LayerHead] != repos*digests*tagsPerDigest || entries[cache.LayerFacts] != repos*digests {
 			b.Errorf("the view is not all in: %v", entries)
 		}
 		if peak >= 200 {

@@ -325,9 +325,9 @@ func TestMetricsMatchTheRegistry(t *testing.T) {
 		t.Errorf("manifest misses %v, manifest GETs %d", misses[cache.LayerManifest], s.Count(rt.ManifestGet))
 	}
 	entries := sumBy(fams[cache.Namespace+"_cache_entries"], "layer", nil)
-	// Each config read left its image's facts, not the config itself.
-	if entries[cache.LayerTags] != 2 || entries[cache.LayerBlob] != 0 || entries[cache.LayerImage] != float64(s.Count(rt.BlobGet)) {
-		t.Errorf("entries %v, want 2 tag lists, no blob and one image fact per config read (%d)", entries, s.Count(rt.BlobGet))
+	// Each manifest read left its facts, not the manifest or its config.
+	if entries[cache.LayerTags] != 2 || entries[cache.LayerBlob] != 0 || entries[cache.LayerManifest] != 0 || entries[cache.LayerFacts] != float64(s.Count(rt.ManifestGet)) {
+		t.Errorf("entries %v, want 2 tag lists, no blob, no manifest and facts per manifest read (%d)", entries, s.Count(rt.ManifestGet))
 	}
 	res := sumBy(fams[cache.Namespace+"_resolution_duration_seconds"], "strategy", map[string]string{"result": "ok"})
 	if res["semver"] != 2*1+2*1 || res["newest-build"] != 2 {

@@ -81,13 +81,16 @@ func (r *readingRegistry) Referrers(ctx context.Context, repo name.Repository, d
 	return r.referringRegistry.Referrers(ctx, repo, digest)
 }
 
-// ImageFacts implements resolve.ImageFactsCache, through the view's own when it
-// has one (cache.Registry keeps facts rather than documents).
-func (r *readingRegistry) ImageFacts(ctx context.Context, repo name.Repository, digest v1.Hash,
-	derive func(context.Context, resolve.Registry) (resolve.ImageFacts, error)) (resolve.ImageFacts, error) {
+// ManifestFacts implements resolve.ManifestFactsCache, through the view's own
+// when it has one (cache.Registry keeps facts rather than documents).
+func (r *readingRegistry) ManifestFacts(ctx context.Context, repo name.Repository, ref string, derive resolve.DeriveFacts) (resolve.ManifestFacts, error) {
 	defer r.enter(repo)()
-	if fc, ok := r.referringRegistry.(resolve.ImageFactsCache); ok {
-		return fc.ImageFacts(ctx, repo, digest, derive)
+	if fc, ok := r.referringRegistry.(resolve.ManifestFactsCache); ok {
+		return fc.ManifestFacts(ctx, repo, ref, derive)
 	}
-	return derive(ctx, r.referringRegistry)
+	m, err := r.referringRegistry.Manifest(ctx, repo, ref)
+	if err != nil {
+		return resolve.ManifestFacts{}, err
+	}
+	return derive(ctx, r.referringRegistry, m)
 }

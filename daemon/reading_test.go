@@ -15,8 +15,7 @@ import (
 )
 
 // The daemon's resolver reads through readingRegistry: it must hand the cache's
-// image facts through, or the cache would keep every config and index child
-// whole again.
+// manifest facts through, or the cache would keep every manifest and config whole again.
 func TestReadingRegistryKeepsFactsNotDocuments(t *testing.T) {
 	s := rt.New(t)
 	for i := range 3 {
@@ -30,8 +29,8 @@ func TestReadingRegistryKeepsFactsNotDocuments(t *testing.T) {
 	reg := cache.NewRegistry(remote)
 	t.Cleanup(reg.Close)
 	reads := newReadingRegistry(reg)
-	if _, ok := any(reads).(resolve.ImageFactsCache); !ok {
-		t.Fatal("readingRegistry does not pass image facts through")
+	if _, ok := any(reads).(resolve.ManifestFactsCache); !ok {
+		t.Fatal("readingRegistry does not pass manifest facts through")
 	}
 	repo, err := name.NewRepository(s.Ref("reading/app"))
 	if err != nil {
@@ -49,8 +48,8 @@ func TestReadingRegistryKeepsFactsNotDocuments(t *testing.T) {
 	for _, st := range reg.Stats() {
 		layers[st.Layer] = st.Entries
 	}
-	if layers[cache.LayerImage] != 3 || layers[cache.LayerBlob] != 0 || layers[cache.LayerManifest] != 3 {
-		t.Errorf("cache layers %v, want 3 facts, no blob, the 3 indexes", layers)
+	if layers[cache.LayerFacts] != 6 || layers[cache.LayerBlob] != 0 || layers[cache.LayerManifest] != 0 {
+		t.Errorf("cache layers %v, want 6 facts (3 indexes, 3 children), no blob, no manifest", layers)
 	}
 	if reads.reading(repo.String()) {
 		t.Error("a read is still counted in flight after the resolution")

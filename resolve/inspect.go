@@ -25,73 +25,87 @@ const createdAnnotation = "org.opencontainers.image.created"
 // Cost, cold: 1 request for an index (2 more if its build time is needed and not
 // annotated), 2 for a single image.
 func inspect(ctx context.Context, reg Registry, repo name.Repository, tag string, wantCreated bool, prefer []Platform) (*TagInfo, error) {
-	m, err := reg.Manifest(ctx, repo, tag)
+	f, err := manifestFacts(ctx, reg, repo, tag, func(ctx context.Context, reg Registry, m *Manifest) (ManifestFacts, error) {
+		return tagFacts(ctx, reg, repo, tag, m)
+	})
 	if err != nil {
 		return nil, err
 	}
-	info := &TagInfo{Digest: m.Digest, MediaType: m.MediaType}
-	if m.IsIndex() {
-		idx, err := decodeFields[indexFields](m.Raw)
-		if err != nil {
-			return nil, fmt.Errorf("parse index %s:%s: %w", repo, tag, err)
+	info := &TagInfo{Digest: f.Digest, MediaType: f.MediaType, Created: f.Created}
+	if !f.MediaType.IsIndex() {
+		if p := f.Platform; !p.IsUnknown() && p.OS != "" {
+			info.Platforms = []Platform{p}
 		}
-		var child *descriptorFields
-		for i := range idx.Manifests {
-			d := &idx.Manifests[i]
-			p := PlatformOf(d.Platform)
-			if d.Platform == nil || p.IsUnknown() || !d.MediaType.IsImage() {
-				continue // attestations, nested indexes
-			}
-			info.Platforms = append(info.Platforms, p)
-			if child == nil || (!satisfiesAny(PlatformOf(child.Platform), prefer) && satisfiesAny(p, prefer)) {
-				child = d
-			}
-		}
-		info.Platforms = SortPlatforms(info.Platforms)
-		info.Created = parseCreated(idx.Annotations)
-		if !wantCreated || !info.Created.IsZero() || child == nil {
-			return info, nil
-		}
-		facts, err := imageFacts(ctx, reg, repo, tag, child.Digest, nil)
-		if err != nil {
-			return nil, err
-		}
-		info.Created = facts.Created
 		return info, nil
 	}
-	if !m.MediaType.IsImage() {
-		return nil, fmt.Errorf("%s:%s: unsupported manifest media type %q", repo, tag, m.MediaType)
+	var child *ChildFacts
+	for i := range f.Children {
+		c := &f.Children[i]
+		info.Platforms = append(info.Platforms, c.Platform)
+		if child == nil || (!satisfiesAny(child.Platform, prefer) && satisfiesAny(c.Platform, prefer)) {
+			child = c
+		}
 	}
-	facts, err := imageFacts(ctx, reg, repo, tag, m.Digest, m)
+	info.Platforms = SortPlatforms(info.Platforms)
+	if !wantCreated || !info.Created.IsZero() || child == nil {
+		return info, nil
+	}
+	cf, err := manifestFacts(ctx, reg, repo, child.Digest.String(), func(ctx context.Context, reg Registry, m *Manifest) (ManifestFacts, error) {
+		return imageFacts(ctx, reg, repo, tag, m)
+	})
 	if err != nil {
 		return nil, err
 	}
-	if p := facts.Platform; !p.IsUnknown() && p.OS != "" {
-		info.Platforms = []Platform{p}
-	}
-	info.Created = facts.Created
+	info.Created = cf.Created
 	return info, nil
 }
 
-// imageFacts returns the facts of the image manifest digest (m, when the caller
-// read it already): from the registry view when it keeps them
-// (ImageFactsCache), else from the manifest and its config.
-func imageFacts(ctx context.Context, reg Registry, repo name.Repository, tag string, digest v1.Hash, m *Manifest) (ImageFacts, error) {
-	derive := func(ctx context.Context, reg Registry) (ImageFacts, error) {
-		man := m
-		if man == nil {
-			var err error
-			if man, err = reg.Manifest(ctx, repo, digest.String()); err != nil {
-				return ImageFacts{}, err
-			}
+// manifestFacts returns the facts of the manifest ref points at: from the
+// registry view when it keeps them (ManifestFactsCache), else derived from the
+// manifest read now.
+func manifestFacts(ctx context.Context, reg Registry, repo name.Repository, ref string, derive DeriveFacts) (ManifestFacts, error) {
+	if fc, ok := reg.(ManifestFactsCache); ok {
+		return fc.ManifestFacts(ctx, repo, ref, derive)
+	}
+	m, err := reg.Manifest(ctx, repo, ref)
+	if err != nil {
+		return ManifestFacts{}, err
+	}
+	return derive(ctx, reg, m)
+}
+
+// tagFacts derives the facts of the manifest tag points at: an index's runnable
+// children and created annotation, or an image's platform and build time.
+func tagFacts(ctx context.Context, reg Registry, repo name.Repository, tag string, m *Manifest) (ManifestFacts, error) {
+	if !m.IsIndex() {
+		if !m.MediaType.IsImage() {
+			return ManifestFacts{}, fmt.Errorf("%s:%s: unsupported manifest media type %q", repo, tag, m.MediaType)
 		}
-		p, created, err := imageDetails(ctx, reg, repo, tag, man)
-		return ImageFacts{Platform: p, Created: created}, err
+		return imageFacts(ctx, reg, repo, tag, m)
 	}
-	if fc, ok := reg.(ImageFactsCache); ok {
-		return fc.ImageFacts(ctx, repo, digest, derive)
+	idx, err := decodeFields[indexFields](m.Raw)
+	if err != nil {
+		return ManifestFacts{}, fmt.Errorf("parse index %s:%s: %w", repo, tag, err)
 	}
-	return derive(ctx, reg)
+	f := ManifestFacts{Digest: m.Digest, MediaType: m.MediaType, Created: parseCreated(idx.Annotations)}
+	for _, d := range idx.Manifests {
+		p := PlatformOf(d.Platform)
+		if d.Platform == nil || p.IsUnknown() || !d.MediaType.IsImage() {
+			continue // attestations, nested indexes
+		}
+		f.Children = append(f.Children, ChildFacts{Platform: p, Digest: d.Digest})
+	}
+	return f, nil
+}
+
+// imageFacts derives an image manifest's facts: its config's platform, and its
+// build time.
+func imageFacts(ctx context.Context, reg Registry, repo name.Repository, tag string, m *Manifest) (ManifestFacts, error) {
+	p, created, err := imageDetails(ctx, reg, repo, tag, m)
+	if err != nil {
+		return ManifestFacts{}, err
+	}
+	return ManifestFacts{Digest: m.Digest, MediaType: m.MediaType, Platform: p, Created: created}, nil
 }
 
 // imageDetails reads an image manifest's config for its platform and build time.

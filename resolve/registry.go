@@ -49,21 +49,38 @@ type TagInfo struct {
 	listed bool
 }
 
-// ImageFacts is what inspect derives from an image manifest and its config: the
-// platform the image runs on and its build time.
-type ImageFacts struct {
+// ManifestFacts is what inspect reads of a manifest: of an index its runnable
+// children and created annotation, of an image (with its config) its platform
+// and build time. A registry view holding many tags keeps these few fields per
+// manifest rather than the manifest and the config whole (ManifestFactsCache).
+type ManifestFacts struct {
+	Digest    v1.Hash
+	MediaType types.MediaType
+	// Children are an index's runnable images (attestations and nested indexes
+	// left out), in the index's order.
+	Children []ChildFacts
+	// Platform is an image's platform (from its config).
 	Platform Platform
-	// Created is the build time, the manifest's created annotation else the
-	// config's created; zero when neither says.
+	// Created is an index's created annotation; an image's build time, its
+	// created annotation else its config's created. Zero when unknown.
 	Created time.Time
 }
 
-// ImageFactsCache is a Registry that keeps images' facts by manifest digest: a
-// registry view holding many tags keeps these few fields per image rather than
-// its manifest and config whole (a resolution reads nothing else of them).
-// ImageFacts returns digest's facts, calling derive on a miss with a view that
-// reads documents without keeping them. Concurrent misses of one digest share
-// one derive; a failed derive is not kept.
-type ImageFactsCache interface {
-	ImageFacts(ctx context.Context, repo name.Repository, digest v1.Hash, derive func(context.Context, Registry) (ImageFacts, error)) (ImageFacts, error)
+// ChildFacts is one runnable image of an index.
+type ChildFacts struct {
+	Platform Platform
+	Digest   v1.Hash
 }
+
+// ManifestFactsCache is a Registry that keeps manifests' facts rather than the
+// manifests: ManifestFacts returns the facts of the manifest ref (a tag or a
+// digest) points at, calling derive on a miss with the manifest and a view that
+// reads documents without keeping them. Concurrent misses of one manifest
+// share one derive; a failed derive is not kept.
+type ManifestFactsCache interface {
+	ManifestFacts(ctx context.Context, repo name.Repository, ref string, derive DeriveFacts) (ManifestFacts, error)
+}
+
+// DeriveFacts derives a manifest's facts from the manifest, reading what else it
+// needs (an image's config) through reg.
+type DeriveFacts func(ctx context.Context, reg Registry, m *Manifest) (ManifestFacts, error)
