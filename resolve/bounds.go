@@ -227,7 +227,12 @@ func (rt *requestTimer) release() {
 
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
-	rt := &requestTimer{cancel: cancel, host: req.URL.Host, header: max(t.header, 0), overall: max(t.overall, 0)}
+	// The timer and the body of one request in one allocation.
+	call := &struct {
+		timer requestTimer
+		body  boundedBody
+	}{timer: requestTimer{cancel: cancel, host: req.URL.Host, header: max(t.header, 0), overall: max(t.overall, 0)}}
+	rt := &call.timer
 	if rt.header > 0 || rt.overall > 0 {
 		first := rt.overall
 		if rt.headerFirst() {
@@ -243,7 +248,8 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		rt.release()
 		return nil, err
 	}
-	b := &boundedBody{rc: resp.Body, ctx: ctx, parent: req.Context(), bounds: rt}
+	b := &call.body
+	*b = boundedBody{rc: resp.Body, ctx: ctx, parent: req.Context(), bounds: rt}
 	if t.maxPageBytes > 0 && isTagList(req) {
 		b.limit, b.limitErr = t.maxPageBytes, &pageBytesError{max: t.maxPageBytes}
 	}
