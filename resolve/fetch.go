@@ -20,10 +20,12 @@ package resolve
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -157,14 +159,7 @@ func (r *Remote) jobSlots(k pullerKey) chan struct{} {
 // a digest) and media type. It is go-containerregistry's fetchManifest of
 // c.repo.Tag(id) or c.repo.Digest(id), without building either name.
 func (c *repoClient) fetchManifest(ctx context.Context, id string, byDigest bool) ([]byte, v1.Hash, types.MediaType, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(c.manifests, "manifests/", id), nil)
-	if err != nil {
-		return nil, v1.Hash{}, "", err
-	}
-	// The value is shared, never written to: Header.Set replaces a value slice,
-	// and an append to one at its capacity copies it.
-	req.Header["Accept"] = manifestAcceptValue
-	resp, err := c.http.Do(req)
+	resp, err := c.get(ctx, c.url(c.manifests, "manifests/", id), manifestAcceptValue)
 	if err != nil {
 		return nil, v1.Hash{}, "", err
 	}
@@ -220,11 +215,7 @@ func (c *repoClient) fetchBlob(ctx context.Context, id string, maxBytes int64) (
 	}
 	defer func() { <-c.jobs }()
 	// The identifier is h's String: NewHash keeps the spelling it parsed.
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(c.blobs, "blobs/", id), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.http.Do(req)
+	resp, err := c.get(ctx, c.url(c.blobs, "blobs/", id), nil)
 	if err != nil {
 		return nil, redactURLError(err)
 	}
@@ -258,6 +249,92 @@ func (c *repoClient) fetchBlob(ctx context.Context, id string, maxBytes int64) (
 			h.Algorithm, len(b), h.Algorithm+":"+got.Hex, h)
 	}
 	return b, nil
+}
+
+// newGet is a GET of u, with accept as its Accept header when not nil.
+func newGet(ctx context.Context, u string, accept []string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	if accept != nil {
+		// The value is shared, never written to: Header.Set replaces a value
+		// slice, and an append to one at its capacity copies it.
+		req.Header["Accept"] = accept
+	}
+	return req, nil
+}
+
+// get is c.http.Do(newGet(ctx, u, accept)), calling c's transport itself: what
+// http.Client does for each request (a copy of its headers, kept for
+// redirects; of its URL, for cookies) serves redirects, which a registry's
+// answers to manifest and config reads seldom are. An answer that redirects is
+// handed to c.http as the first round trip of the request made again (its
+// headers as they were before the transports added theirs, its URL the one
+// they rewrote, as http.Client would hold them), so that the redirect is
+// followed, checked and reported as c.http.Do does.
+func (c *repoClient) get(ctx context.Context, u string, accept []string) (*http.Response, error) {
+	req, err := newGet(ctx, u, accept)
+	if err != nil {
+		return nil, err
+	}
+	if req.URL.User != nil {
+		return c.http.Do(req) // http.Client adds the URL's credential; never so (a registry name has none)
+	}
+	rt := c.http.Transport
+	// What http.Client.Do does with the first answer (net/http's send and
+	// Client.do, Go 1.26), when neither a deadline nor cookies are set.
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		if resp != nil {
+			log.Printf("RoundTripper returned a response & error; ignoring response")
+		}
+		if tlsErr, ok := err.(tls.RecordHeaderError); ok && string(tlsErr.RecordHeader[:]) == "HTTP/" {
+			err = http.ErrSchemeMismatch
+		}
+		return nil, &url.Error{Op: "Get", URL: req.URL.String(), Err: err}
+	}
+	if resp == nil {
+		return nil, &url.Error{Op: "Get", URL: req.URL.String(),
+			Err: fmt.Errorf("http: RoundTripper implementation (%T) returned a nil *Response with a nil error", rt)}
+	}
+	if resp.Body == nil {
+		if resp.ContentLength > 0 {
+			return nil, &url.Error{Op: "Get", URL: req.URL.String(),
+				Err: fmt.Errorf("http: RoundTripper implementation (%T) returned a *Response with content length %d but a nil Body", rt, resp.ContentLength)}
+		}
+		resp.Body = io.NopCloser(strings.NewReader(""))
+	}
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+	default:
+		return resp, nil
+	}
+	first := new(http.Request)
+	*first = *req
+	first.Header = make(http.Header, 1)
+	if accept != nil {
+		first.Header["Accept"] = accept
+	}
+	hc := &http.Client{Transport: &replayTransport{resp: resp, next: rt}, CheckRedirect: c.http.CheckRedirect}
+	return hc.Do(first)
+}
+
+// replayTransport answers its first round trip with resp, without a request;
+// the next go to next.
+type replayTransport struct {
+	resp *http.Response
+	next http.RoundTripper
+	used bool
+}
+
+func (t *replayTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.used {
+		t.used = true
+		return t.resp, nil
+	}
+	return t.next.RoundTrip(req)
 }
 
 // hashOf is the digest of b with algorithm (sha256, sha512: v1.Hasher's).

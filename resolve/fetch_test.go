@@ -126,6 +126,31 @@ func TestFetchAsGGCR(t *testing.T) {
 	}
 }
 
+// A read that gets no answer (the registry gone) fails as go-containerregistry's
+// did through http.Client: the transport is called without it (fetch.go's get).
+func TestFetchUnreachableAsGGCR(t *testing.T) {
+	s := rt.New(t)
+	s.Push(t, "app", "1.0", rt.Image(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), "linux/amd64", rt.WithSeed("1.0")))
+	r, repo := fetchTestRemote(t, s)
+	ctx := context.Background()
+	c := fetchTestClient(t, ctx, r, repo)
+	config := "sha256:" + strings.Repeat("0", 64)
+	s.Close()
+	for _, ref := range []name.Reference{repo.Tag("1.0"), repo.Digest(config)} {
+		_, wantErr := c.puller.Get(ctx, ref)
+		_, byDigest := ref.(name.Digest)
+		_, _, _, err := c.fetchManifest(ctx, ref.Identifier(), byDigest)
+		if err == nil || err.Error() != wantErr.Error() {
+			t.Errorf("manifest %s: error %v, go-containerregistry's %v", ref, err, wantErr)
+		}
+	}
+	want, wantErr := ggcrBlob(ctx, c.puller, repo.Digest(config))
+	got, err := c.fetchBlob(ctx, config, maxConfigBytes)
+	if err == nil || err.Error() != wantErr.Error() || got != nil || want != nil {
+		t.Errorf("blob: %d bytes, error %v; go-containerregistry's %d bytes, %v", len(got), err, len(want), wantErr)
+	}
+}
+
 // The URL of a manifest or blob is spelt as go-containerregistry spells it.
 func TestFetchURL(t *testing.T) {
 	repo, err := name.NewRepository("registry.test:5000/team/app")
