@@ -163,6 +163,10 @@ func (e *manifestBytesError) Error() string {
 	return fmt.Sprintf("manifest over %d bytes (the OCI distribution spec's 4 MiB); not read further", e.max)
 }
 
+// errManifestBytes is the error of every manifest body over MaxManifestBytes
+// (one value: a manifest read need not allocate it).
+var errManifestBytes error = &manifestBytesError{max: MaxManifestBytes}
+
 func isManifestGet(req *http.Request) bool {
 	return req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/manifests/")
 }
@@ -254,7 +258,7 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		b.limit, b.limitErr = t.maxPageBytes, &pageBytesError{max: t.maxPageBytes}
 	}
 	if isManifestGet(req) {
-		b.limit, b.limitErr = MaxManifestBytes, &manifestBytesError{max: MaxManifestBytes}
+		b.limit, b.limitErr = MaxManifestBytes, errManifestBytes
 	}
 	if t.maxReferrersBytes > 0 && isReferrers(req) {
 		b.limit, b.limitErr = t.maxReferrersBytes, &referrersBytesError{max: t.maxReferrersBytes}
