@@ -47,8 +47,8 @@ type Remote struct {
 	endpoints   map[name.Repository]target
 	genMu       sync.Mutex
 	gens        map[string]uint64 // entry prefix -> credential generation
-	manMemo     sync.Map          // digest string -> *Manifest
-	blobMemo    sync.Map          // digest string -> []byte
+	manMemo     memo[*Manifest]   // by digest string
+	blobMemo    memo[[]byte]      // by digest string
 	// rt carries every request: bounds, limiter, credential redaction, retries.
 	rt http.RoundTripper
 	// ua is rt with go-containerregistry's User-Agent, what the repositories'
@@ -468,8 +468,8 @@ func (r *Remote) Head(ctx context.Context, repo name.Repository, tag string) (v1
 
 // Manifest returns the manifest for a tag or digest, memoised by digest.
 func (r *Remote) Manifest(ctx context.Context, repo name.Repository, ref string) (*Manifest, error) {
-	if m, ok := r.manMemo.Load(ref); ok {
-		return m.(*Manifest), nil
+	if m, ok := r.manMemo.load(ref); ok {
+		return m, nil
 	}
 	t := r.endpoint(repo)
 	// A tag has no colon: v1.NewHash fails on it (allocating its error).
@@ -494,9 +494,33 @@ func (r *Remote) Manifest(ctx context.Context, repo name.Repository, ref string)
 		return nil, t.registryError("get manifest", repo, written.String(), err)
 	}
 	if !r.o.noMemo {
-		r.manMemo.Store(hashString(m.Digest), m)
+		r.manMemo.store(hashString(m.Digest), m)
 	}
 	return m, nil
+}
+
+// memo holds what was read by digest (content addressed, so never stale): a
+// map of its own type, not a sync.Map, which boxed each key and allocated a
+// node per entry (a cold resolution stores two manifests and a config per tag).
+type memo[V any] struct {
+	mu sync.RWMutex
+	m  map[string]V
+}
+
+func (c *memo[V]) load(k string) (V, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *memo[V]) store(k string, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]V{}
+	}
+	c.m[k] = v
 }
 
 // hashString is h.String() (algorithm:hex) without fmt.Sprintf's boxing.
@@ -509,8 +533,8 @@ const maxConfigBytes = 4 << 20
 // Blob returns a blob by digest, memoised.
 func (r *Remote) Blob(ctx context.Context, repo name.Repository, digest v1.Hash) ([]byte, error) {
 	key := hashString(digest)
-	if b, ok := r.blobMemo.Load(key); ok {
-		return b.([]byte), nil
+	if b, ok := r.blobMemo.load(key); ok {
+		return b, nil
 	}
 	t := r.endpoint(repo)
 	var b []byte
@@ -522,7 +546,7 @@ func (r *Remote) Blob(ctx context.Context, repo name.Repository, digest v1.Hash)
 		return nil, t.registryError("get blob", repo, repo.Digest(key).String(), err)
 	}
 	if !r.o.noMemo {
-		r.blobMemo.Store(key, b)
+		r.blobMemo.store(key, b)
 	}
 	return b, nil
 }
