@@ -163,6 +163,10 @@ func (e *manifestBytesError) Error() string {
 	return fmt.Sprintf("manifest over %d bytes (the OCI distribution spec's 4 MiB); not read further", e.max)
 }
 
+// errManifestBytes is the error of every manifest body over MaxManifestBytes
+// (one value: a manifest read need not allocate it).
+var errManifestBytes error = &manifestBytesError{max: MaxManifestBytes}
+
 func isManifestGet(req *http.Request) bool {
 	return req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/manifests/")
 }
@@ -227,7 +231,12 @@ func (rt *requestTimer) release() {
 
 func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
-	rt := &requestTimer{cancel: cancel, host: req.URL.Host, header: max(t.header, 0), overall: max(t.overall, 0)}
+	// The timer and the body of one request in one allocation.
+	call := &struct {
+		timer requestTimer
+		body  boundedBody
+	}{timer: requestTimer{cancel: cancel, host: req.URL.Host, header: max(t.header, 0), overall: max(t.overall, 0)}}
+	rt := &call.timer
 	if rt.header > 0 || rt.overall > 0 {
 		first := rt.overall
 		if rt.headerFirst() {
@@ -243,12 +252,13 @@ func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		rt.release()
 		return nil, err
 	}
-	b := &boundedBody{rc: resp.Body, ctx: ctx, parent: req.Context(), bounds: rt}
+	b := &call.body
+	*b = boundedBody{rc: resp.Body, ctx: ctx, parent: req.Context(), bounds: rt}
 	if t.maxPageBytes > 0 && isTagList(req) {
 		b.limit, b.limitErr = t.maxPageBytes, &pageBytesError{max: t.maxPageBytes}
 	}
 	if isManifestGet(req) {
-		b.limit, b.limitErr = MaxManifestBytes, &manifestBytesError{max: MaxManifestBytes}
+		b.limit, b.limitErr = MaxManifestBytes, errManifestBytes
 	}
 	if t.maxReferrersBytes > 0 && isReferrers(req) {
 		b.limit, b.limitErr = t.maxReferrersBytes, &referrersBytesError{max: t.maxReferrersBytes}

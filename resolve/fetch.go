@@ -20,10 +20,12 @@ package resolve
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -71,6 +73,7 @@ type repoClient struct {
 	once sync.Once
 	err  error
 
+	repo   name.Repository // the endpoint's, k.repo
 	http   *http.Client
 	puller *remote.Puller
 	// base is the URL of /v2/REPO/ (go-containerregistry works out the scheme
@@ -84,17 +87,29 @@ type repoClient struct {
 }
 
 // client returns the repoClient of k, authenticating for its repository on first
-// use with ctx (which carries the repository as written, for the keychain). A
+// use with ctx and origin (the repository as written, for the keychain). A
 // failure is not kept: the next call tries again, as a Puller's fetcher does.
-func (r *Remote) client(ctx context.Context, k clientKey) (*repoClient, error) {
-	v, ok := r.clients.Load(k)
-	if !ok {
-		v, _ = r.clients.LoadOrStore(k, &repoClient{})
+func (r *Remote) client(ctx context.Context, origin name.Repository, k clientKey) (*repoClient, error) {
+	r.clientsMu.RLock()
+	c := r.clients[k]
+	r.clientsMu.RUnlock()
+	if c == nil {
+		r.clientsMu.Lock()
+		if c = r.clients[k]; c == nil {
+			c = &repoClient{}
+			r.clients[k] = c
+		}
+		r.clientsMu.Unlock()
 	}
-	c := v.(*repoClient)
-	c.once.Do(func() { c.err = r.initClient(ctx, k, c) })
+	// The keychain alone reads the origin: the context of the requests that
+	// follow does not carry it.
+	c.once.Do(func() { c.err = r.initClient(withOrigin(ctx, origin), k, c) })
 	if c.err != nil {
-		r.clients.CompareAndDelete(k, c)
+		r.clientsMu.Lock()
+		if r.clients[k] == c {
+			delete(r.clients, k)
+		}
+		r.clientsMu.Unlock()
 		return nil, c.err
 	}
 	return c, nil
@@ -119,6 +134,7 @@ func (r *Remote) initClient(ctx context.Context, k clientKey, c *repoClient) err
 	if err != nil {
 		return err
 	}
+	c.repo = k.repo
 	c.http = &http.Client{Transport: tr, CheckRedirect: checkRedirectSSRF}
 	c.puller = p
 	c.base = url.URL{Scheme: k.repo.Scheme(), Host: k.repo.RegistryStr(), Path: "/v2/" + k.repo.RepositoryStr() + "/"}
@@ -138,17 +154,12 @@ func (r *Remote) jobSlots(k pullerKey) chan struct{} {
 	return v.(chan struct{})
 }
 
-// fetchManifest GETs the manifest ref names: its bytes, digest (of the bytes;
-// checked against ref when ref is a digest) and media type.
-func (c *repoClient) fetchManifest(ctx context.Context, ref name.Reference) ([]byte, v1.Hash, types.MediaType, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(c.manifests, "manifests/", ref.Identifier()), nil)
-	if err != nil {
-		return nil, v1.Hash{}, "", err
-	}
-	// The value is shared, never written to: Header.Set replaces a value slice,
-	// and an append to one at its capacity copies it.
-	req.Header["Accept"] = manifestAcceptValue
-	resp, err := c.http.Do(req)
+// fetchManifest GETs the manifest of c's repository that id (a tag, or a digest
+// when byDigest) names: its bytes, digest (of the bytes; checked against id when
+// a digest) and media type. It is go-containerregistry's fetchManifest of
+// c.repo.Tag(id) or c.repo.Digest(id), without building either name.
+func (c *repoClient) fetchManifest(ctx context.Context, id string, byDigest bool) ([]byte, v1.Hash, types.MediaType, error) {
+	resp, err := c.get(ctx, c.url(c.manifests, "manifests/", id), manifestAcceptValue)
 	if err != nil {
 		return nil, v1.Hash{}, "", err
 	}
@@ -162,10 +173,9 @@ func (c *repoClient) fetchManifest(ctx context.Context, ref name.Reference) ([]b
 	}
 
 	// Hash with the algorithm of the reference when reading by digest.
-	dgst, byDigest := ref.(name.Digest)
 	algo := "sha256"
 	if byDigest {
-		h, err := v1.NewHash(dgst.DigestStr())
+		h, err := v1.NewHash(id)
 		if err != nil {
 			return nil, v1.Hash{}, "", err
 		}
@@ -183,17 +193,18 @@ func (c *repoClient) fetchManifest(ctx context.Context, ref name.Reference) ([]b
 			digest = contentDigest
 		}
 	}
-	if byDigest && !hashIs(digest, dgst.DigestStr()) {
-		return nil, v1.Hash{}, "", fmt.Errorf("manifest digest: %q does not match requested digest: %q for %q", digest, dgst.DigestStr(), ref)
+	if byDigest && !hashIs(digest, id) {
+		return nil, v1.Hash{}, "", fmt.Errorf("manifest digest: %q does not match requested digest: %q for %q", digest, id, c.repo.Digest(id))
 	}
 	return manifest, digest, mediaType, nil
 }
 
-// fetchBlob GETs a blob of at most maxBytes (an image config) and checks that it
-// hashes to its digest. A blob over maxBytes fails unverified, as reading a
-// Puller layer's first maxBytes+1 bytes did.
-func (c *repoClient) fetchBlob(ctx context.Context, ref name.Digest, maxBytes int64) ([]byte, error) {
-	h, err := v1.NewHash(ref.Identifier())
+// fetchBlob GETs the blob of c's repository whose digest is id, of at most
+// maxBytes (an image config), and checks that it hashes to id. A blob over
+// maxBytes fails unverified, as reading a Puller layer's first maxBytes+1
+// bytes did.
+func (c *repoClient) fetchBlob(ctx context.Context, id string, maxBytes int64) ([]byte, error) {
+	h, err := v1.NewHash(id)
 	if err != nil {
 		return nil, err
 	}
@@ -204,11 +215,7 @@ func (c *repoClient) fetchBlob(ctx context.Context, ref name.Digest, maxBytes in
 	}
 	defer func() { <-c.jobs }()
 	// The identifier is h's String: NewHash keeps the spelling it parsed.
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(c.blobs, "blobs/", ref.Identifier()), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.http.Do(req)
+	resp, err := c.get(ctx, c.url(c.blobs, "blobs/", id), nil)
 	if err != nil {
 		return nil, redactURLError(err)
 	}
@@ -217,9 +224,8 @@ func (c *repoClient) fetchBlob(ctx context.Context, ref name.Digest, maxBytes in
 		return nil, err
 	}
 	size := resp.ContentLength // -1: unknown
-	if _, err := v1.Hasher(h.Algorithm); err != nil {
-		return nil, err
-	}
+	// go-containerregistry asks v1.Hasher for h's algorithm here: NewHash did,
+	// so it has one.
 	limit := maxBytes + 1
 	if size >= 0 && size < limit {
 		limit = size // the verifying reader reads no further than the length
@@ -245,11 +251,99 @@ func (c *repoClient) fetchBlob(ctx context.Context, ref name.Digest, maxBytes in
 	return b, nil
 }
 
+// newGet is a GET of u, with accept as its Accept header when not nil.
+func newGet(ctx context.Context, u string, accept []string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	if accept != nil {
+		// The value is shared, never written to: Header.Set replaces a value
+		// slice, and an append to one at its capacity copies it.
+		req.Header["Accept"] = accept
+	}
+	return req, nil
+}
+
+// get is c.http.Do(newGet(ctx, u, accept)), calling c's transport itself: what
+// http.Client does for each request (a copy of its headers, kept for
+// redirects; of its URL, for cookies) serves redirects, which a registry's
+// answers to manifest and config reads seldom are. An answer that redirects is
+// handed to c.http as the first round trip of the request made again (its
+// headers as they were before the transports added theirs, its URL the one
+// they rewrote, as http.Client would hold them), so that the redirect is
+// followed, checked and reported as c.http.Do does.
+func (c *repoClient) get(ctx context.Context, u string, accept []string) (*http.Response, error) {
+	req, err := newGet(ctx, u, accept)
+	if err != nil {
+		return nil, err
+	}
+	if req.URL.User != nil {
+		return c.http.Do(req) // http.Client adds the URL's credential; never so (a registry name has none)
+	}
+	rt := c.http.Transport
+	// What http.Client.Do does with the first answer (net/http's send and
+	// Client.do, Go 1.26), when neither a deadline nor cookies are set.
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		if resp != nil {
+			log.Printf("RoundTripper returned a response & error; ignoring response")
+		}
+		if tlsErr, ok := err.(tls.RecordHeaderError); ok && string(tlsErr.RecordHeader[:]) == "HTTP/" {
+			err = http.ErrSchemeMismatch
+		}
+		return nil, &url.Error{Op: "Get", URL: req.URL.String(), Err: err}
+	}
+	if resp == nil {
+		return nil, &url.Error{Op: "Get", URL: req.URL.String(),
+			Err: fmt.Errorf("http: RoundTripper implementation (%T) returned a nil *Response with a nil error", rt)}
+	}
+	if resp.Body == nil {
+		if resp.ContentLength > 0 {
+			return nil, &url.Error{Op: "Get", URL: req.URL.String(),
+				Err: fmt.Errorf("http: RoundTripper implementation (%T) returned a *Response with content length %d but a nil Body", rt, resp.ContentLength)}
+		}
+		resp.Body = io.NopCloser(strings.NewReader(""))
+	}
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+	default:
+		return resp, nil
+	}
+	first := new(http.Request)
+	*first = *req
+	first.Header = make(http.Header, 1)
+	if accept != nil {
+		first.Header["Accept"] = accept
+	}
+	hc := &http.Client{Transport: &replayTransport{resp: resp, next: rt}, CheckRedirect: c.http.CheckRedirect}
+	return hc.Do(first)
+}
+
+// replayTransport answers its first round trip with resp, without a request;
+// the next go to next.
+type replayTransport struct {
+	resp *http.Response
+	next http.RoundTripper
+	used bool
+}
+
+func (t *replayTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.used {
+		t.used = true
+		return t.resp, nil
+	}
+	return t.next.RoundTrip(req)
+}
+
 // hashOf is the digest of b with algorithm (sha256, sha512: v1.Hasher's).
 func hashOf(b []byte, algorithm string) (v1.Hash, error) {
 	if algorithm == "sha256" {
 		sum := sha256.Sum256(b)
-		return v1.Hash{Algorithm: algorithm, Hex: hex.EncodeToString(sum[:])}, nil
+		var x [2 * sha256.Size]byte
+		hex.Encode(x[:], sum[:])
+		return v1.Hash{Algorithm: algorithm, Hex: string(x[:])}, nil
 	}
 	hasher, err := v1.Hasher(algorithm)
 	if err != nil {
@@ -304,15 +398,23 @@ const maxSizeHint = 1 << 20
 // size (the Content-Length, -1 when unknown) instead of grown from 512 bytes by
 // copies: the bodies read here are a few KiB.
 func readAtMost(r io.Reader, n, size int64) ([]byte, error) {
-	r = io.LimitReader(r, n)
 	if size < 0 || size > maxSizeHint {
-		return io.ReadAll(r)
+		return io.ReadAll(io.LimitReader(r, n))
 	}
 	// One byte more than announced, so that the read that sees the end needs
 	// no growth.
 	b := make([]byte, 0, min(size, n)+1)
 	for {
-		m, err := r.Read(b[len(b):cap(b)])
+		// The limit as io.LimitReader keeps it (no reader allocated for it).
+		left := n - int64(len(b))
+		if left <= 0 {
+			return b, nil
+		}
+		p := b[len(b):cap(b)]
+		if int64(len(p)) > left {
+			p = p[:left]
+		}
+		m, err := r.Read(p)
 		b = b[:len(b)+m]
 		if err != nil {
 			if err == io.EOF {

@@ -105,7 +105,8 @@ func TestFetchAsGGCR(t *testing.T) {
 			}
 			for _, ref := range refs {
 				d, wantErr := c.puller.Get(ctx, ref)
-				raw, digest, mt, err := c.fetchManifest(ctx, ref)
+				_, byDigest := ref.(name.Digest)
+				raw, digest, mt, err := c.fetchManifest(ctx, ref.Identifier(), byDigest)
 				if fmt.Sprint(err) != fmt.Sprint(wantErr) {
 					t.Errorf("manifest %s: error %v, go-containerregistry's %v", ref, err, wantErr)
 				} else if err == nil && (!bytes.Equal(raw, d.Manifest) || digest != d.Digest || mt != d.MediaType) {
@@ -114,7 +115,7 @@ func TestFetchAsGGCR(t *testing.T) {
 			}
 			for _, ref := range []name.Digest{repo.Digest(config), repo.Digest(child), repo.Digest("sha256:" + strings.Repeat("0", 64))} {
 				want, wantErr := ggcrBlob(ctx, c.puller, ref)
-				got, err := c.fetchBlob(ctx, ref, maxConfigBytes)
+				got, err := c.fetchBlob(ctx, ref.Identifier(), maxConfigBytes)
 				if fmt.Sprint(err) != fmt.Sprint(wantErr) {
 					t.Errorf("blob %s: error %v, go-containerregistry's %v", ref, err, wantErr)
 				} else if !bytes.Equal(got, want) {
@@ -122,6 +123,31 @@ func TestFetchAsGGCR(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A read that gets no answer (the registry gone) fails as go-containerregistry's
+// did through http.Client: the transport is called without it (fetch.go's get).
+func TestFetchUnreachableAsGGCR(t *testing.T) {
+	s := rt.New(t)
+	s.Push(t, "app", "1.0", rt.Image(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), "linux/amd64", rt.WithSeed("1.0")))
+	r, repo := fetchTestRemote(t, s)
+	ctx := context.Background()
+	c := fetchTestClient(t, ctx, r, repo)
+	config := "sha256:" + strings.Repeat("0", 64)
+	s.Close()
+	for _, ref := range []name.Reference{repo.Tag("1.0"), repo.Digest(config)} {
+		_, wantErr := c.puller.Get(ctx, ref)
+		_, byDigest := ref.(name.Digest)
+		_, _, _, err := c.fetchManifest(ctx, ref.Identifier(), byDigest)
+		if err == nil || err.Error() != wantErr.Error() {
+			t.Errorf("manifest %s: error %v, go-containerregistry's %v", ref, err, wantErr)
+		}
+	}
+	want, wantErr := ggcrBlob(ctx, c.puller, repo.Digest(config))
+	got, err := c.fetchBlob(ctx, config, maxConfigBytes)
+	if err == nil || err.Error() != wantErr.Error() || got != nil || want != nil {
+		t.Errorf("blob: %d bytes, error %v; go-containerregistry's %d bytes, %v", len(got), err, len(want), wantErr)
 	}
 }
 
@@ -176,7 +202,7 @@ func TestFetchRedirectLoopStops(t *testing.T) {
 	self := "http://" + s.Host + "/v2/app/manifests/1.0"
 	s.Inject(rt.Fault{Kind: rt.ManifestGet, Status: http.StatusTemporaryRedirect, Body: []byte{}, Header: http.Header{"Location": {self}}})
 	before := s.Total()
-	_, _, _, err := c.fetchManifest(ctx, repo.Tag("1.0"))
+	_, _, _, err := c.fetchManifest(ctx, "1.0", false)
 	if err == nil || !strings.Contains(err.Error(), "stopped after 10 redirects") {
 		t.Fatalf("error %v, want stopped after 10 redirects", err)
 	}
@@ -203,7 +229,7 @@ func fetchTestRemote(t *testing.T, s *rt.Server) (*Remote, name.Repository) {
 // fetchTestClient is r's authenticated client of repo, as a resolution gets it.
 func fetchTestClient(t *testing.T, ctx context.Context, r *Remote, repo name.Repository) *repoClient {
 	t.Helper()
-	c, err := r.client(withOrigin(ctx, repo), clientKey{repo, pullerKey{pageSize: r.o.pageSize}})
+	c, err := r.client(ctx, repo, clientKey{repo, pullerKey{pageSize: r.o.pageSize}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,17 +33,22 @@ type Remote struct {
 	// creds is o.keychain when it knows configured credential sources.
 	creds CredentialKeychain
 	// clients holds, by clientKey, the *repoClient of every repository read:
-	// its authenticated transport and Puller (fetch.go).
-	clients sync.Map
+	// its authenticated transport and Puller (fetch.go). Every request looks
+	// its client up: a map of its own type, whose keys hash as strings do, not
+	// a sync.Map, whose interface keys of structs of strings hash by walking
+	// their types (with endpoints', 0.8% of a cold resolution's client CPU).
+	clientsMu sync.RWMutex
+	clients   map[clientKey]*repoClient
 	// jobs holds, by pullerKey, the bound of blob reads in flight (WithJobs).
 	jobs sync.Map
 	// endpoints memoises endpoint by repository: the registries table is
 	// fixed, and every request would otherwise look it up again.
-	endpoints sync.Map // name.Repository -> target
-	genMu     sync.Mutex
-	gens      map[string]uint64 // entry prefix -> credential generation
-	manMemo   sync.Map          // digest string -> *Manifest
-	blobMemo  sync.Map          // digest string -> []byte
+	endpointsMu sync.RWMutex
+	endpoints   map[name.Repository]target
+	genMu       sync.Mutex
+	gens        map[string]uint64 // entry prefix -> credential generation
+	manMemo     memo[*Manifest]   // by digest string
+	blobMemo    memo[[]byte]      // by digest string
 	// rt carries every request: bounds, limiter, credential redaction, retries.
 	rt http.RoundTripper
 	// ua is rt with go-containerregistry's User-Agent, what the repositories'
@@ -90,7 +95,8 @@ func NewRemote(opts ...RemoteOption) (*Remote, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	r := &Remote{o: o, table: newRegistryTable(o.registries), gens: map[string]uint64{}}
+	r := &Remote{o: o, table: newRegistryTable(o.registries), gens: map[string]uint64{},
+		clients: map[clientKey]*repoClient{}, endpoints: map[name.Repository]target{}}
 	r.creds, _ = o.keychain.(CredentialKeychain)
 	insecureHosts := map[string]bool{}
 	caHosts := map[string]*x509.CertPool{}
@@ -180,12 +186,13 @@ func (r *Remote) renew(origin name.Repository, entry string, gen uint64) {
 	}
 	r.gens[entry] = gen + 1
 	r.creds.Invalidate(origin)
-	r.clients.Range(func(k, _ any) bool {
-		if ck := k.(clientKey); ck.entry == entry && ck.gen == gen {
-			r.clients.Delete(k)
+	r.clientsMu.Lock()
+	for k := range r.clients {
+		if k.entry == entry && k.gen == gen {
+			delete(r.clients, k)
 		}
-		return true
-	})
+	}
+	r.clientsMu.Unlock()
 	r.jobs.Range(func(k, _ any) bool {
 		if pk := k.(pullerKey); pk.entry == entry && pk.gen == gen {
 			r.jobs.Delete(k)
@@ -205,9 +212,8 @@ func (r *Remote) call(ctx context.Context, origin name.Repository, t target, pag
 // and f run once more; a second rejection is an *AuthError naming the registry
 // and the credential source.
 func (r *Remote) do(ctx context.Context, origin name.Repository, t target, pageSize int, f func(context.Context, *repoClient) error) error {
-	ctx = withOrigin(ctx, origin)
 	gen := r.generation(t.entry)
-	c, err := r.client(ctx, clientKey{t.repo, pullerKey{pageSize, t.entry, gen}})
+	c, err := r.client(ctx, origin, clientKey{t.repo, pullerKey{pageSize, t.entry, gen}})
 	if err == nil {
 		err = f(ctx, c)
 	}
@@ -219,7 +225,7 @@ func (r *Remote) do(ctx context.Context, origin name.Repository, t target, pageS
 		return err
 	}
 	r.renew(origin, t.entry, gen)
-	if c, err = r.client(ctx, clientKey{t.repo, pullerKey{pageSize, t.entry, r.generation(t.entry)}}); err == nil {
+	if c, err = r.client(ctx, origin, clientKey{t.repo, pullerKey{pageSize, t.entry, r.generation(t.entry)}}); err == nil {
 		err = f(ctx, c)
 	}
 	if IsAuthFailure(err) {
@@ -315,11 +321,16 @@ func (t target) registryError(op string, written name.Repository, image string, 
 // the page size to ask for. The answer depends on the repository alone (the table
 // is fixed): it is worked out once per repository.
 func (r *Remote) endpoint(repo name.Repository) target {
-	if t, ok := r.endpoints.Load(repo); ok {
-		return t.(target)
+	r.endpointsMu.RLock()
+	t, ok := r.endpoints[repo]
+	r.endpointsMu.RUnlock()
+	if ok {
+		return t
 	}
-	t := r.lookupEndpoint(repo)
-	r.endpoints.Store(repo, t)
+	t = r.lookupEndpoint(repo)
+	r.endpointsMu.Lock()
+	r.endpoints[repo] = t
+	r.endpointsMu.Unlock()
 	return t
 }
 
@@ -457,21 +468,19 @@ func (r *Remote) Head(ctx context.Context, repo name.Repository, tag string) (v1
 
 // Manifest returns the manifest for a tag or digest, memoised by digest.
 func (r *Remote) Manifest(ctx context.Context, repo name.Repository, ref string) (*Manifest, error) {
-	if m, ok := r.manMemo.Load(ref); ok {
-		return m.(*Manifest), nil
+	if m, ok := r.manMemo.load(ref); ok {
+		return m, nil
 	}
 	t := r.endpoint(repo)
-	var nref name.Reference
-	_, err := v1.NewHash(ref)
-	byDigest := err == nil
-	if byDigest {
-		nref = t.repo.Digest(ref) // a valid hash is spelt as its String
-	} else {
-		nref = t.repo.Tag(ref)
+	// A tag has no colon: v1.NewHash fails on it (allocating its error).
+	byDigest := false
+	if strings.IndexByte(ref, ':') >= 0 {
+		_, err := v1.NewHash(ref)
+		byDigest = err == nil // a valid hash is spelt as its String
 	}
 	var m *Manifest
-	err = r.do(ctx, repo, t, t.pageSize, func(ctx context.Context, c *repoClient) error {
-		raw, digest, mediaType, err := c.fetchManifest(ctx, nref)
+	err := r.do(ctx, repo, t, t.pageSize, func(ctx context.Context, c *repoClient) error {
+		raw, digest, mediaType, err := c.fetchManifest(ctx, ref, byDigest)
 		if err == nil {
 			m = &Manifest{Digest: digest, MediaType: mediaType, Raw: raw}
 		}
@@ -485,10 +494,37 @@ func (r *Remote) Manifest(ctx context.Context, repo name.Repository, ref string)
 		return nil, t.registryError("get manifest", repo, written.String(), err)
 	}
 	if !r.o.noMemo {
-		r.manMemo.Store(m.Digest.String(), m)
+		r.manMemo.store(hashString(m.Digest), m)
 	}
 	return m, nil
 }
+
+// memo holds what was read by digest (content addressed, so never stale): a
+// map of its own type, not a sync.Map, which boxed each key and allocated a
+// node per entry (a cold resolution stores two manifests and a config per tag).
+type memo[V any] struct {
+	mu sync.RWMutex
+	m  map[string]V
+}
+
+func (c *memo[V]) load(k string) (V, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *memo[V]) store(k string, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]V{}
+	}
+	c.m[k] = v
+}
+
+// hashString is h.String() (algorithm:hex) without fmt.Sprintf's boxing.
+func hashString(h v1.Hash) string { return h.Algorithm + ":" + h.Hex }
 
 // maxConfigBytes bounds a blob read: configs are small; the limit guards against
 // a registry sending a layer.
@@ -496,22 +532,21 @@ const maxConfigBytes = 4 << 20
 
 // Blob returns a blob by digest, memoised.
 func (r *Remote) Blob(ctx context.Context, repo name.Repository, digest v1.Hash) ([]byte, error) {
-	key := digest.String()
-	if b, ok := r.blobMemo.Load(key); ok {
-		return b.([]byte), nil
+	key := hashString(digest)
+	if b, ok := r.blobMemo.load(key); ok {
+		return b, nil
 	}
 	t := r.endpoint(repo)
-	ref := t.repo.Digest(key)
 	var b []byte
 	err := r.do(ctx, repo, t, t.pageSize, func(ctx context.Context, c *repoClient) (err error) {
-		b, err = c.fetchBlob(ctx, ref, maxConfigBytes)
+		b, err = c.fetchBlob(ctx, key, maxConfigBytes)
 		return err
 	})
 	if err != nil {
 		return nil, t.registryError("get blob", repo, repo.Digest(key).String(), err)
 	}
 	if !r.o.noMemo {
-		r.blobMemo.Store(key, b)
+		r.blobMemo.store(key, b)
 	}
 	return b, nil
 }

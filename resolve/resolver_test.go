@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -487,6 +488,75 @@ func TestInspectionBoundSharedAcrossResolutions(t *testing.T) {
 	if peak.peak > 3 {
 		t.Errorf("%d manifests read at once by 4 resolutions with a bound of 3; want at most 3", peak.peak)
 	}
+}
+
+// inspectorWorkers is how many goroutines are inspecting a resolution's tags
+// (the inspector's workers), waiting or not.
+func inspectorWorkers() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "resolve.(*inspector).work(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// A resolution's tags are inspected by workers that take tag after tag, at most
+// the concurrency bound at once and every tag once; they are all gone when the
+// resolution returns, when it fails too (a tag's manifest unreadable), and when
+// it stops before reading the tag list whole (its page failing).
+func TestInspectionWorkersEnd(t *testing.T) {
+	s := rt.New(t, rt.WithPageSize(10))
+	for i := range 40 {
+		s.Push(t, "app", fmt.Sprintf("build-%02d", i), rt.Image(day(i), "linux/amd64", rt.WithSeed(strconv.Itoa(i))))
+	}
+	remote, err := resolve.NewRemote(resolve.WithRetry(resolve.RetryPolicy{Attempts: 1}),
+		resolve.WithKeychain(authn.NewMultiKeychain()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := func(what string) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); inspectorWorkers() > 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d inspector workers left", what, inspectorWorkers())
+			}
+		}
+	}
+	peak := &peakRegistry{Registry: remote}
+	r := resolve.NewResolver(peak, resolve.WithConcurrency(4))
+	res, err := resolveIn(t, r, s, "app", resolve.PolicySpec{Strategy: "newest-build"})
+	if err != nil || res.Tag != "build-39" {
+		t.Fatalf("%+v, %v; want build-39", res, err)
+	}
+	if n := inspectorWorkers(); n != 0 {
+		t.Errorf("%d inspector workers left after the resolution returned; want 0", n)
+	}
+	if peak.peak > 4 {
+		t.Errorf("%d manifests read at once with a bound of 4; want at most 4", peak.peak)
+	}
+	if got := s.Count(rt.ManifestGet); got != 40 {
+		t.Errorf("%d manifest reads for 40 single-image tags; want 40 (each tag once)", got)
+	}
+
+	// A manifest that fails: the resolution fails, its workers end.
+	s.Inject(rt.Fault{Kind: rt.ManifestGet, PathContains: "build-20", Status: http.StatusNotFound})
+	r = resolve.NewResolver(remote, resolve.WithConcurrency(4))
+	if _, err := resolveIn(t, r, s, "app", resolve.PolicySpec{Strategy: "newest-build"}); err == nil {
+		t.Fatal("resolved with build-20's manifest failing; want an error")
+	}
+	ended("a manifest failing")
+
+	// The tag list's last page fails: the workers started by the pages before end.
+	s.ClearFaults()
+	s.Inject(rt.Fault{Kind: rt.Tags, PathContains: "last=build-29", Status: http.StatusNotFound})
+	r = resolve.NewResolver(remote, resolve.WithConcurrency(4))
+	if _, err := resolveIn(t, r, s, "app", resolve.PolicySpec{Strategy: "newest-build"}); err == nil {
+		t.Fatal("resolved with the tag list's last page failing; want an error")
+	}
+	ended("the tag list failing")
 }
 
 // Identical requests in a batch (two fields of one image, as a render sends them)
