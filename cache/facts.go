@@ -86,6 +86,14 @@ func (r *Registry) factsByDigest(ctx context.Context, repo name.Repository, h v1
 			}
 			f, err := derive(ctx, passThrough{r}, m)
 			if err != nil {
+				// The manifest is kept instead, as before the facts layer, so the
+				// next read of a tag that fails (a config the registry refuses,
+				// content no resolution can read) costs no request for it.
+				if _, held := r.manifests.get(key); !held { // else m is the one held, shared
+					if n := r.manifests.add(keepManifest(m, key), m); n > 0 {
+						r.m.Evictions.WithLabelValues(LayerManifest).Add(float64(n))
+					}
+				}
 				return resolve.ManifestFacts{}, err
 			}
 			return compactFacts(f, key), nil
