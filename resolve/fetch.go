@@ -24,7 +24,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
 	"net/url"
 	"strings"
@@ -283,8 +282,8 @@ func (c *repoClient) get(ctx context.Context, u string, accept []string) (*http.
 	// Client.do, Go 1.26), when neither a deadline nor cookies are set.
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
-		if resp != nil {
-			log.Printf("RoundTripper returned a response & error; ignoring response")
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close() // a response beside an error is ignored, as http.Client does (it logs it)
 		}
 		if tlsErr, ok := err.(tls.RecordHeaderError); ok && string(tlsErr.RecordHeader[:]) == "HTTP/" {
 			err = http.ErrSchemeMismatch
