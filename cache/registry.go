@@ -38,7 +38,9 @@ const (
 //   - tag lists per repository and tag->descriptor answers expire after a TTL
 //     (2m and 1h by default);
 //   - manifests and blobs are kept by digest in size-bounded LRUs without time expiry
-//     (content addressed, never stale);
+//     (content addressed, never stale); what resolutions read of a manifest (and of
+//     an image's config) is kept instead of the documents, in the facts layer
+//     (ManifestFacts, facts.go);
 //   - a manifest asked for by tag costs, once its descriptor is cached and then
 //     expired, one HEAD (the body comes from the LRU while the digest is unchanged);
 //     cold, it costs one GET by tag, which fills both;
