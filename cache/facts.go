@@ -90,9 +90,7 @@ func (r *Registry) factsByDigest(ctx context.Context, repo name.Repository, h v1
 				// next read of a tag that fails (a config the registry refuses,
 				// content no resolution can read) costs no request for it.
 				if _, held := r.manifests.get(key); !held { // else m is the one held, shared
-					if n := r.manifests.add(keepManifest(m, key), m); n > 0 {
-						r.m.Evictions.WithLabelValues(LayerManifest).Add(float64(n))
-					}
+					keepIn(r, LayerManifest, r.manifests, keepManifest(m, key), m)
 				}
 				return resolve.ManifestFacts{}, err
 			}
@@ -104,9 +102,7 @@ func (r *Registry) factsByDigest(ctx context.Context, repo name.Repository, h v1
 // shares key's bytes, its media type and platforms are interned (a view holds
 // few distinct ones), its children lose spare capacity.
 func compactFacts(f resolve.ManifestFacts, key string) resolve.ManifestFacts {
-	m := resolve.Manifest{Digest: f.Digest, MediaType: f.MediaType}
-	keepManifest(&m, key)
-	f.Digest, f.MediaType = m.Digest, m.MediaType
+	f.Digest, f.MediaType = digestSharing(f.Digest, key), internMediaType(f.MediaType)
 	f.Platform = internPlatform(f.Platform)
 	f.Children = slices.Clip(f.Children)
 	for i := range f.Children {

@@ -18,11 +18,17 @@ import (
 func keepManifest(m *resolve.Manifest, key string) string {
 	m.Raw = compact(m.Raw)
 	m.MediaType = internMediaType(m.MediaType)
-	d := m.Digest
-	if n := len(d.Algorithm); len(key) == n+1+len(d.Hex) && key[:n] == d.Algorithm && key[n] == ':' && key[n+1:] == d.Hex {
-		m.Digest = v1.Hash{Algorithm: key[:n], Hex: key[n+1:]}
-	}
+	m.Digest = digestSharing(m.Digest, key)
 	return key
+}
+
+// digestSharing returns d with its strings sharing key's bytes when key is d's
+// text, so an entry does not hold a second copy of its 64 hex characters.
+func digestSharing(d v1.Hash, key string) v1.Hash {
+	if n := len(d.Algorithm); len(key) == n+1+len(d.Hex) && key[:n] == d.Algorithm && key[n] == ':' && key[n+1:] == d.Hex {
+		return v1.Hash{Algorithm: key[:n], Hex: key[n+1:]}
+	}
+	return d
 }
 
 // internMediaType returns mt as one shared string per distinct media type.

@@ -351,9 +351,7 @@ func (r *Registry) headOrGet(ctx context.Context, repo name.Repository, ref stri
 // storeManifest keeps a manifest read by tag under its digest, here and in Redis.
 func (r *Registry) storeManifest(ctx context.Context, m *resolve.Manifest) {
 	key := keepManifest(m, m.Digest.String())
-	if n := r.manifests.add(key, m); n > 0 {
-		r.m.Evictions.WithLabelValues(LayerManifest).Add(float64(n))
-	}
+	keepIn(r, LayerManifest, r.manifests, key, m)
 	r.shareManifest(ctx, m)
 }
 
@@ -455,11 +453,8 @@ func lruGet[V any](ctx context.Context, r *Registry, layer string, c *lru[V], ke
 		if err != nil {
 			return nil, err
 		}
-		if !keep {
-			return v, nil
-		}
-		if n := c.add(key, v); n > 0 {
-			r.m.Evictions.WithLabelValues(layer).Add(float64(n))
+		if keep {
+			keepIn(r, layer, c, key, v)
 		}
 		return v, nil
 	})
@@ -477,13 +472,18 @@ func lruGet[V any](ctx context.Context, r *Registry, layer string, c *lru[V], ke
 		if keep && !leader {
 			// The fetch joined may be a passThrough's, which keeps nothing.
 			if _, ok := c.get(key); !ok {
-				if n := c.add(key, v); n > 0 {
-					r.m.Evictions.WithLabelValues(layer).Add(float64(n))
-				}
+				keepIn(r, layer, c, key, v)
 			}
 		}
 		return v, nil
 	case <-ctx.Done():
 		return zero, ctx.Err()
+	}
+}
+
+// keepIn adds v to the layer's LRU c, counting the entries it evicted.
+func keepIn[V any](r *Registry, layer string, c *lru[V], key string, v V) {
+	if n := c.add(key, v); n > 0 {
+		r.m.Evictions.WithLabelValues(layer).Add(float64(n))
 	}
 }
