@@ -19,10 +19,12 @@ type readingRegistry struct {
 	inFlight map[string]int // repository -> reads in flight
 }
 
-// referringRegistry is a registry view with the referrers API (cache.Registry).
+// referringRegistry is a registry view with the referrers API that keeps
+// manifest facts (cache.Registry).
 type referringRegistry interface {
 	resolve.Registry
 	resolve.ReferrersLister
+	resolve.ManifestFactsCache
 }
 
 func newReadingRegistry(reg referringRegistry) *readingRegistry {
@@ -81,16 +83,9 @@ func (r *readingRegistry) Referrers(ctx context.Context, repo name.Repository, d
 	return r.referringRegistry.Referrers(ctx, repo, digest)
 }
 
-// ManifestFacts implements resolve.ManifestFactsCache, through the view's own
-// when it has one (cache.Registry keeps facts rather than documents).
+// ManifestFacts implements resolve.ManifestFactsCache: the view keeps facts
+// rather than documents.
 func (r *readingRegistry) ManifestFacts(ctx context.Context, repo name.Repository, ref string, derive resolve.DeriveFacts) (resolve.ManifestFacts, error) {
 	defer r.enter(repo)()
-	if fc, ok := r.referringRegistry.(resolve.ManifestFactsCache); ok {
-		return fc.ManifestFacts(ctx, repo, ref, derive)
-	}
-	m, err := r.referringRegistry.Manifest(ctx, repo, ref)
-	if err != nil {
-		return resolve.ManifestFacts{}, err
-	}
-	return derive(ctx, r.referringRegistry, m)
+	return r.referringRegistry.ManifestFacts(ctx, repo, ref, derive)
 }
