@@ -69,7 +69,10 @@ func heapPeak() (stop func() uint64) {
 // as too large, each then fetched.
 func TestRedisDecodeBudgetIsProcessWide(t *testing.T) {
 	rs := redistest.Start(t)
-	rd := newTier(t, rs.Addr, RedisOptions{})
+	// The lookups take the budget in turn: the wait for it (the tier's timeout)
+	// is long enough for all of them on a slow machine or under -race, where
+	// eight decodes take seconds; past it a lookup would count busy, not too-large.
+	rd := newTier(t, rs.Addr, RedisOptions{Timeout: time.Minute, DialTimeout: healthyRedisTimeout})
 	c := newRedisClient(t, rs.Addr)
 	ctx := context.Background()
 	const n, announced = 8, 40 << 20
