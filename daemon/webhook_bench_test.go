@@ -126,9 +126,6 @@ func helperProcess(tb testing.TB, spec string, listener *os.File) (stop func() i
 	if cpus := os.Getenv(floodCPUsEnv); cpus != "" {
 		args = append([]string{"taskset", "-c", cpus}, args...)
 	}
-	if n := senderNice(); n != 0 && strings.HasPrefix(spec, "send|") {
-		args = append([]string{"nice", "-n", strconv.Itoa(n)}, args...)
-	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), floodEnv+"="+spec)
 	if listener != nil {
@@ -164,21 +161,6 @@ const floodEnv = "IMAGE_RESOLVER_TEST_FLOOD"
 // run on: run the benchmark itself on the others (taskset -c 0 daemon.test
 // -test.bench ...) to keep the sender's CPU out of the daemon's.
 const floodCPUsEnv = "IMAGE_RESOLVER_BENCH_FLOOD_CPUS"
-
-// floodNiceEnv sets the nice value of the flood's sender (19 when unset, 0 for
-// none). The events come from registries elsewhere: at nice 19 the sender takes
-// the CPU the renders leave idle rather than theirs, as a sender on another
-// machine does, while the daemon (or the sink) spends on each event what it
-// would. The events sent a second are reported, to show the flood was sent.
-const floodNiceEnv = "IMAGE_RESOLVER_BENCH_FLOOD_NICE"
-
-// senderNice is the flood sender's nice value (floodNiceEnv).
-func senderNice() int {
-	if n, err := strconv.Atoi(os.Getenv(floodNiceEnv)); err == nil {
-		return n
-	}
-	return 19
-}
 
 // TestFloodHelperProcess is the sender of flood, or the sink of floodSink, run
 // as a process of its own until its stdin closes.
