@@ -321,7 +321,7 @@ func (p *Pipeline) resolve(ctx context.Context, app string, report *Report, reqs
 		}
 	}
 	if len(answers) != len(reqs) {
-		return fmt.Errorf("resolve %d images: got %d answers", len(reqs), len(answers))
+		return fmt.Errorf("the resolver answered %d of %d image requests; nothing was rewritten", len(answers), len(reqs))
 	}
 	var failures resolveFailures
 	for _, s := range report.Substitutions {

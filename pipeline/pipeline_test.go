@@ -216,7 +216,7 @@ func TestRender(t *testing.T) {
 			files:   map[string]string{"app.yaml": strings.Replace(deployment, "{NODESELECTOR}", "{}", 1)},
 			params:  []string{"image-list", "web=ghcr.io/org/web:~1"},
 			batch:   &fakeBatch{answers: []resolve.Answer{}},
-			wantErr: []string{"resolve 1 images: got 0 answers"},
+			wantErr: []string{"the resolver answered 0 of 1 image requests; nothing was rewritten"},
 		},
 		{
 			name:       "a plain app's subdirectory is not read by default, as Argo CD's directory source",
