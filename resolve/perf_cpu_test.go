@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,7 +17,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 
-	"github.com/argocd-image-resolver/argocd-image-resolver/internal/gcfloor"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 	rt "github.com/argocd-image-resolver/argocd-image-resolver/resolve/registrytest"
 )
@@ -210,19 +208,11 @@ func BenchmarkColdNewestBuildCPU(b *testing.B) {
 		}, nil)
 	})
 	var child *perfChild
-	childRun := func(b *testing.B) {
+	b.Run("registry=child-process", func(b *testing.B) {
 		if child == nil {
 			child = startPerfChild(b, outer)
 		}
 		c := child
 		run(b, c.host, func() float64 { return c.ask(b, "count") }, func() float64 { return c.ask(b, "cpu") })
-	}
-	b.Run("registry=child-process", childRun)
-	// As the resolve, generate and preview commands run: their collector waits
-	// for a 32 MiB heap (internal/gcfloor) where the default waits for 4 MiB.
-	b.Run("registry=child-process,gc=command-floor", func(b *testing.B) {
-		runtime.GC()
-		defer gcfloor.Set(gcfloor.CommandFloor)()
-		childRun(b)
 	})
 }

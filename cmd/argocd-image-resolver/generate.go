@@ -15,7 +15,6 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
 	"github.com/argocd-image-resolver/argocd-image-resolver/internal/compose"
-	"github.com/argocd-image-resolver/argocd-image-resolver/internal/gcfloor"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
@@ -50,7 +49,6 @@ Environment:
 Exit status: 0 rendered, 1 not rendered (the reason on stderr, on one line).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			gcfloor.Set(gcfloor.CommandFloor)
 			env, err := plugin.EnvFromEnviron(os.Environ())
 			if err != nil {
 				return oneLine(err)
@@ -142,7 +140,6 @@ Environment:
   argocd-image-resolver preview . -o yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			gcfloor.Set(gcfloor.CommandFloor)
 			dir := "."
 			if len(args) == 1 {
 				dir = args[0]

@@ -14,7 +14,6 @@ import (
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/internal/compose"
-	"github.com/argocd-image-resolver/argocd-image-resolver/internal/gcfloor"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
@@ -63,10 +62,7 @@ Environment:
     --verify-identity 'regexp:^https://github.com/org/app/.github/workflows/release.yml@refs/tags/' \
     --verify-issuer https://token.actions.githubusercontent.com`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			gcfloor.Set(gcfloor.CommandFloor)
-			return rc.run(cmd, args[0])
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return rc.run(cmd, args[0]) },
 	}
 	rc.addFlags(cmd.Flags())
 	return cmd
