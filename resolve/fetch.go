@@ -283,7 +283,7 @@ func (c *repoClient) get(ctx context.Context, u string, accept []string) (*http.
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		if resp != nil && resp.Body != nil {
-			resp.Body.Close() // a response beside an error is ignored, as http.Client does (it logs it)
+			resp.Body.Close() // ignored, as http.Client ignores it (it logs it and leaves it open); closed, so as not to hold its connection
 		}
 		if tlsErr, ok := err.(tls.RecordHeaderError); ok && string(tlsErr.RecordHeader[:]) == "HTTP/" {
 			err = http.ErrSchemeMismatch
