@@ -135,6 +135,15 @@ func (r *Redis) keepLease(lease, token string) (stop func()) {
 	return func() { once.Do(func() { close(done) }) }
 }
 
+// valueAge is how long ago a value written with TTL wttl, read with pttl left
+// at readAt, was written, never less: Redis counts in whole milliseconds, and
+// the value's decoding (which may wait for the decode budget) is time it aged.
+// Revalidation takes a value only if it is younger than a push: an age too
+// small would take a list read before it.
+func valueAge(wttl, pttl time.Duration, readAt time.Time) time.Duration {
+	return max(wttl-pttl, 0) + time.Millisecond + time.Since(readAt)
+}
+
 // sharedFill answers a fetch of key from Redis when it holds a value that accept
 // takes (given its age), else fetches it, under the installation-wide lease of
 // the key when Redis is up, and writes what was fetched for the others. It
@@ -156,12 +165,13 @@ func sharedFill[V any](ctx context.Context, rd *Redis, layer, key string, ttl ti
 		if err != nil {
 			break
 		}
+		readAt := time.Now()
 		if raw != nil && !bytes.Equal(raw, bad) {
 			v, wttl, reason, err := decodeFrom(ctx, rd, c, vkey, key, raw)
 			if reason != "" {
 				bad = raw
 				rd.rejected(layer, key, reason, err)
-			} else if age := max(wttl-pttl, 0); accept(age) {
+			} else if age := valueAge(wttl, pttl, readAt); accept(age) {
 				if tok != "" {
 					rd.release(ctx, lkey, tok, vkey)
 				}

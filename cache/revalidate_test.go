@@ -115,6 +115,10 @@ func TestRevalidateTagsThroughRedis(t *testing.T) {
 	pushTags(t, s, "app", "linux/amd64", "1.0.0", "1.1.0")
 	pushedAt := time.Now()
 	s.ResetCounts()
+	// Redis gives a value's age in whole milliseconds, so a list fetched in less
+	// than one may look older than the push it followed, and the second daemon
+	// reads it again (the safe side). A registry answers in more than that.
+	s.SetLatency(5 * time.Millisecond)
 	if err := a.reg.RevalidateTags(ctx, repo, pushedAt); err != nil {
 		t.Fatal(err)
 	}
@@ -288,5 +292,31 @@ func TestSlowFetchSentBeforeAPush(t *testing.T) {
 				t.Errorf("after a revalidation for a push: %v, want the pushed tag (the slow fetch's answer predates the push)", e)
 			}
 		})
+	}
+}
+
+// TestRevalidateNeverTakesAnOlderList: a list another daemon wrote to Redis a
+// moment before the push is read again, however close the two are: Redis counts
+// a value's age in whole milliseconds, and the age taken is never less.
+func TestRevalidateNeverTakesAnOlderList(t *testing.T) {
+	rs := redistest.Start(t)
+	s := rt.New(t)
+	pushTags(t, s, "app", "linux/amd64", "1.0.0")
+	a := newSharedFixture(t, s, rs.Addr, RedisOptions{})
+	b := newSharedFixture(t, s, rs.Addr, RedisOptions{})
+	repo := mustRepo(t, s.Ref("app"))
+	ctx := context.Background()
+	for i := range 20 {
+		if err := a.reg.RevalidateTags(ctx, repo, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		pushedAt := time.Now() // a's list, in Redis, was written before this
+		s.ResetCounts()
+		if err := b.reg.RevalidateTags(ctx, repo, pushedAt); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Count(rt.Tags); got != 1 {
+			t.Fatalf("try %d: a list written before the push was taken (%d tag lists read, want 1)", i, got)
+		}
 	}
 }

@@ -270,6 +270,8 @@ func (l *ttlLayer[V]) revalidate(ctx context.Context, key, repoKey string, since
 			}
 			fctx, cancel := l.r.fetchContext(repoKey)
 			defer cancel()
+			// The age is never less than the value's (valueAge): one fetched just
+			// after since may be fetched again, one before it is never taken.
 			accept := func(age time.Duration) bool { return age < l.ttl && !l.r.now().Add(-age).Before(since) }
 			v, fetched, err := l.fetchAccepting(fctx, key, old, accept, fetch)
 			result := "ok"
