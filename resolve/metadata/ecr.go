@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -239,17 +240,47 @@ type ecrCall struct {
 	over bool
 }
 
+// maxECRRequestBytes bounds a DescribeImages request's body: a few hundred
+// bytes of JSON, a nextToken included.
+const maxECRRequestBytes = 64 << 10
+
 // Do implements the SDK's HTTPClient.
 func (c *ecrCall) Do(req *http.Request) (*http.Response, error) {
 	u := *req.URL
 	u.RawQuery = ""
 	c.url = u.String()
+	if err := ownBody(req); err != nil {
+		return nil, err
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	resp.Body = &cappedBody{r: resp.Body, left: c.max, over: &c.over}
 	return resp, nil
+}
+
+// ownBody gives req a body of its own, read from the SDK's into memory. The SDK
+// closes its body when Do returns, and a closed one answers io.EOF as an error
+// from WriteTo; net/http may still be reading it then (its check that the body
+// holds no more than Content-Length comes after the server has the request and
+// may have answered), and it closes the connection under the answer being read.
+func ownBody(req *http.Request) error {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(req.Body, maxECRRequestBytes+1))
+	_ = req.Body.Close()
+	if err != nil {
+		return fmt.Errorf("read the request body: %w", err)
+	}
+	if len(b) > maxECRRequestBytes {
+		return fmt.Errorf("request body over %d bytes", maxECRRequestBytes)
+	}
+	req.Body = io.NopCloser(bytes.NewReader(b))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	req.ContentLength = int64(len(b))
+	return nil
 }
 
 // errPageOver is what a body over its cap reads as.
