@@ -135,13 +135,14 @@ func (r *Redis) keepLease(lease, token string) (stop func()) {
 	return func() { once.Do(func() { close(done) }) }
 }
 
-// valueAge is how long ago a value written with TTL wttl, read with pttl left
-// at readAt, was written, never less: Redis counts in whole milliseconds, and
-// the value's decoding (which may wait for the decode budget) is time it aged.
-// Revalidation takes a value only if it is younger than a push: an age too
-// small would take a list read before it.
-func valueAge(wttl, pttl time.Duration, readAt time.Time) time.Duration {
-	return max(wttl-pttl, 0) + time.Millisecond + time.Since(readAt)
+// valueAge is how long ago a value written with TTL wttl, whose lookup sent at
+// asked found pttl left, was written, never less: Redis counts in whole
+// milliseconds (one added), and the time since the lookup was sent (the answer's
+// way back, its decoding) is time the value aged. Revalidation takes a value
+// only if it is younger than a push: an age too small would take a list read
+// before it.
+func valueAge(wttl, pttl time.Duration, asked time.Time) time.Duration {
+	return max(wttl-pttl, 0) + time.Millisecond + time.Since(asked)
 }
 
 // sharedFill answers a fetch of key from Redis when it holds a value that accept
@@ -161,17 +162,17 @@ func sharedFill[V any](ctx context.Context, rd *Redis, layer, key string, ttl ti
 	var bad []byte // a rejected value already counted
 	force := false // Redis holds a value this fetch does not take
 	for rd.Up() {
+		asked := time.Now() // Redis reads the TTL after this: an age counted from here is never short
 		raw, pttl, tok, err := rd.lookup(ctx, vkey, lkey, force)
 		if err != nil {
 			break
 		}
-		readAt := time.Now()
 		if raw != nil && !bytes.Equal(raw, bad) {
 			v, wttl, reason, err := decodeFrom(ctx, rd, c, vkey, key, raw)
 			if reason != "" {
 				bad = raw
 				rd.rejected(layer, key, reason, err)
-			} else if age := valueAge(wttl, pttl, readAt); accept(age) {
+			} else if age := valueAge(wttl, pttl, asked); accept(age) {
 				if tok != "" {
 					rd.release(ctx, lkey, tok, vkey)
 				}
