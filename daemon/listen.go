@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/net/netutil"
 )
 
 // Listen binds the socket and the metrics address, so that a caller learns of a
@@ -51,7 +53,10 @@ func (d *Daemon) Listen() error {
 			}
 			return fmt.Errorf("webhook address %s (webhookAddr): %w", d.cfg.WebhookAddr, err)
 		}
-		d.hookLn = hln
+		// The listener faces senders from anywhere: at most maxWebhookConns
+		// connections are served, the next wait in the kernel's backlog, so that
+		// idle or slow connections cannot grow the daemon's memory.
+		d.hookLn = netutil.LimitListener(hln, maxWebhookConns)
 	}
 	d.socketLn = ln
 	return nil

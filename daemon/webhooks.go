@@ -42,6 +42,10 @@ func (d *Daemon) webhookKinds() string {
 	return strings.Join(kinds, ",") + " on " + d.cfg.WebhookAddr
 }
 
+// maxWebhookConns bounds the webhook listener's connections at once: a
+// registry sends on a few, and each held costs a goroutine and its buffers.
+const maxWebhookConns = 256
+
 // newWebhookServer serves the webhooks with bounds for callers from anywhere:
 // headers within 5s, a whole request within 10s, idle connections closed.
 func newWebhookServer(h http.Handler) *http.Server {

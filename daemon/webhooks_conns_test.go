@@ -1,0 +1,63 @@
+package daemon
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestWebhookListenerBoundsConnections: the webhook listener serves at most
+// maxWebhookConns connections at once; one more waits, unanswered, until one of
+// them closes, and is served then.
+func TestWebhookListenerBoundsConnections(t *testing.T) {
+	d, _ := startDaemon(t, webhookConfig(t))
+	addr := d.WebhookAddr()
+	const req = "GET /webhooks/distribution HTTP/1.1\r\nHost: daemon\r\n\r\n"
+	ask := func(c net.Conn, within time.Duration) (*http.Response, error) {
+		if _, err := c.Write([]byte(req)); err != nil {
+			return nil, err
+		}
+		_ = c.SetReadDeadline(time.Now().Add(within))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return resp, err
+	}
+	// Each held connection is answered once, then kept open, idle (keep-alive).
+	held := make([]net.Conn, 0, maxWebhookConns)
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	for i := range maxWebhookConns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+		if resp, err := ask(c, 10*time.Second); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Fatalf("connection %d: %v, %v; want 405", i, resp, err)
+		}
+	}
+	extra, err := net.Dial("tcp", addr) // the kernel takes it; the daemon does not serve it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	if resp, err := ask(extra, time.Second); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("connection %d of %d allowed: answered %v, %v; want no answer", maxWebhookConns+1, maxWebhookConns, resp, err)
+	}
+	held[0].Close()
+	_ = extra.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(extra), nil)
+	if err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("after one connection closed, the waiting one: %v, %v; want 405", resp, err)
+	}
+	resp.Body.Close()
+}
