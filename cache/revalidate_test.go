@@ -99,12 +99,7 @@ func TestRevalidateHeadOnlyWhenHeld(t *testing.T) {
 // TestRevalidateTagsThroughRedis: of two daemons sharing Redis, the second to
 // revalidate after a push takes the list the first read, with no request.
 func TestRevalidateTagsThroughRedis(t *testing.T) {
-	rs := redistest.Start(t)
-	s := rt.New(t)
-	pushTags(t, s, "app", "linux/amd64", "1.0.0")
-	a := newSharedFixture(t, s, rs.Addr, RedisOptions{})
-	b := newSharedFixture(t, s, rs.Addr, RedisOptions{})
-	repo := mustRepo(t, s.Ref("app"))
+	s, a, b, repo := twoDaemons(t)
 	ctx := context.Background()
 	for _, f := range []*fixture{a, b} {
 		if _, err := f.reg.ListTags(ctx, repo); err != nil {
@@ -299,12 +294,7 @@ func TestSlowFetchSentBeforeAPush(t *testing.T) {
 // moment before the push is read again, however close the two are: Redis counts
 // a value's age in whole milliseconds, and the age taken is never less.
 func TestRevalidateNeverTakesAnOlderList(t *testing.T) {
-	rs := redistest.Start(t)
-	s := rt.New(t)
-	pushTags(t, s, "app", "linux/amd64", "1.0.0")
-	a := newSharedFixture(t, s, rs.Addr, RedisOptions{})
-	b := newSharedFixture(t, s, rs.Addr, RedisOptions{})
-	repo := mustRepo(t, s.Ref("app"))
+	s, a, b, repo := twoDaemons(t)
 	ctx := context.Background()
 	for i := range 20 {
 		if err := a.reg.RevalidateTags(ctx, repo, time.Now()); err != nil {
@@ -319,4 +309,16 @@ func TestRevalidateNeverTakesAnOlderList(t *testing.T) {
 			t.Fatalf("try %d: a list written before the push was taken (%d tag lists read, want 1)", i, got)
 		}
 	}
+}
+
+// twoDaemons starts a registry with app:1.0.0 and two daemons' caches sharing
+// one Redis.
+func twoDaemons(t *testing.T) (s *rt.Server, a, b *fixture, repo name.Repository) {
+	t.Helper()
+	rs := redistest.Start(t)
+	s = rt.New(t)
+	pushTags(t, s, "app", "linux/amd64", "1.0.0")
+	a = newSharedFixture(t, s, rs.Addr, RedisOptions{})
+	b = newSharedFixture(t, s, rs.Addr, RedisOptions{})
+	return s, a, b, mustRepo(t, s.Ref("app"))
 }
