@@ -135,8 +135,9 @@ func (r *Redis) keepLease(lease, token string) (stop func()) {
 	return func() { once.Do(func() { close(done) }) }
 }
 
-// valueAge is how long ago a value written with TTL wttl, whose lookup sent at
-// asked found pttl left, was written, never less: Redis counts in whole
+// valueAge is the age of a value written with TTL wttl whose lookup, sent at
+// asked, found pttl left: how long ago the fetch that read it was sent (the
+// writer gives it what is left of wttl then), never less. Redis counts in whole
 // milliseconds (one added), and the time since the lookup was sent (the answer's
 // way back, its decoding) is time the value aged. Revalidation takes a value
 // only if it is younger than a push: an age too small would take a list read
@@ -177,7 +178,7 @@ func sharedFill[V any](ctx context.Context, rd *Redis, layer, key string, ttl ti
 					rd.release(ctx, lkey, tok, vkey)
 				}
 				rd.m.hits.WithLabelValues(layer).Inc()
-				return v, age, nil
+				return v, valueAge(wttl, pttl, asked), nil // as of now: the release took a round trip
 			}
 		}
 		answered = true
@@ -223,14 +224,19 @@ func sharedFill[V any](ctx context.Context, rd *Redis, layer, key string, ttl ti
 	if token != "" {
 		stop = rd.keepLease(lkey, token)
 	}
+	sent := time.Now()
 	v, err := fetch(ctx)
 	if stop != nil {
 		stop()
 	}
 	wctx := context.WithoutCancel(ctx) // a fetch that made it is written even if its context just ended
-	if err == nil && rd.Up() {
+	// The value is as old as the fetch that read it, not as its write: a fetch
+	// sent before a push and answered after it is not younger than the push.
+	// Redis counts the age from the write, so it is given what is left of ttl.
+	left := ttl - time.Since(sent)
+	if err == nil && rd.Up() && left >= time.Millisecond {
 		if val, ok := encodeFor(rd, c, vkey, key, v, ttl); ok {
-			rd.write(wctx, vkey, val, ttl, lkey, token)
+			rd.write(wctx, vkey, val, left, lkey, token)
 			return v, 0, nil
 		}
 	}

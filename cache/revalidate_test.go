@@ -110,10 +110,11 @@ func TestRevalidateTagsThroughRedis(t *testing.T) {
 	pushTags(t, s, "app", "linux/amd64", "1.0.0", "1.1.0")
 	pushedAt := time.Now()
 	s.ResetCounts()
-	// Redis gives a value's age in whole milliseconds, so a list fetched in less
-	// than one may look older than the push it followed, and the second daemon
-	// reads it again (the safe side). A registry answers in more than that.
-	s.SetLatency(5 * time.Millisecond)
+	// Redis gives a value's age in whole milliseconds, rounded up here: a list
+	// fetched within a few milliseconds of the push may look older than it, and
+	// the second daemon reads it again (the safe side). A webhook comes after
+	// the push by more than that.
+	time.Sleep(10 * time.Millisecond)
 	if err := a.reg.RevalidateTags(ctx, repo, pushedAt); err != nil {
 		t.Fatal(err)
 	}
@@ -308,6 +309,31 @@ func TestRevalidateNeverTakesAnOlderList(t *testing.T) {
 		if got := s.Count(rt.Tags); got != 1 {
 			t.Fatalf("try %d: a list written before the push was taken (%d tag lists read, want 1)", i, got)
 		}
+	}
+}
+
+// TestSlowFetchSentBeforeAPushThroughRedis: a tag list one daemon's fetch sent
+// before a push and wrote to Redis after it does not stand, for a revalidation
+// of that push, for a list read after it: a value in Redis is as old as the
+// fetch that read it, not as its write.
+func TestSlowFetchSentBeforeAPushThroughRedis(t *testing.T) {
+	s, a, b, repo := twoDaemons(t)
+	ctx := context.Background()
+	s.SetLatency(300 * time.Millisecond) // a's fetch: a ping and a tag list, 600 ms
+	done := make(chan error, 1)
+	go func() { _, err := a.reg.ListTags(ctx, repo); done <- err }()
+	time.Sleep(100 * time.Millisecond)
+	pushedAt := time.Now() // while a's fetch runs
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	s.SetLatency(0)
+	s.ResetCounts()
+	if err := b.reg.RevalidateTags(ctx, repo, pushedAt); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Count(rt.Tags); got != 1 {
+		t.Errorf("a list whose fetch was sent before the push, written after it, was taken: %d tag lists read, want 1; %s", got, describeCounts(s))
 	}
 }
 

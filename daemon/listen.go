@@ -54,7 +54,7 @@ func (d *Daemon) Listen() error {
 			return fmt.Errorf("webhook address %s (webhookAddr): %w", d.cfg.WebhookAddr, err)
 		}
 		// The listener faces senders from anywhere: at most maxWebhookConns
-		// connections are served, the next wait in the kernel's backlog, so that
+		// connections are served and the next ones wait in the kernel's backlog, so that
 		// idle or slow connections cannot grow the daemon's memory.
 		d.hookLn = netutil.LimitListener(hln, maxWebhookConns)
 	}
