@@ -3,11 +3,15 @@ package daemon
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/webhook"
 )
 
 // TestWebhookListenerBoundsConnections: the webhook listener serves at most
@@ -60,4 +64,32 @@ func TestWebhookListenerBoundsConnections(t *testing.T) {
 		t.Fatalf("after one connection closed, the waiting one: %v, %v; want 405", resp, err)
 	}
 	resp.Body.Close()
+}
+
+// TestWebhookBurstOverTheRateWaits: deliveries sent at once over the
+// listener's rate (20 a second, bursts of 1 here) wait their turn and are all
+// served: a registry's burst of pushes is slowed, not refused.
+func TestWebhookBurstOverTheRateWaits(t *testing.T) {
+	d, _ := startDaemon(t, webhookConfig(t), withWebhookOptions(webhook.WithRate(20, 1)))
+	const burst = 5 // the last waits 200ms, within the shipped second
+	statuses := make(chan int, burst)
+	var wg sync.WaitGroup
+	for i := range burst {
+		wg.Go(func() {
+			statuses <- postDistribution(t, d.WebhookAddr(), testHookSecret, "registry.invalid", fmt.Sprintf("unused/r%d", i), "v1")
+		})
+	}
+	wg.Wait()
+	close(statuses)
+	for s := range statuses {
+		if s != http.StatusOK {
+			t.Errorf("a delivery of the burst: status %d, want 200", s)
+		}
+	}
+	events := func(outcome string) float64 {
+		return metricValue(t, d, "argocd_image_resolver_webhook_events_total", map[string]string{"kind": "distribution", "outcome": outcome})
+	}
+	if events("unused") != burst || events("rate-limited") != 0 {
+		t.Errorf("events: unused %v, rate-limited %v; want %d and 0", events("unused"), events("rate-limited"), burst)
+	}
 }

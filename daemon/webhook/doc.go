@@ -72,7 +72,8 @@
 // without a valid secret (the body is not parsed), 404 for a path not served,
 // 405 for a method other than POST, 413 for a body over the bound (1 MiB by
 // default), 429 with Retry-After over the listener's rate (200 a second, bursts
-// of 400, by default; checked before the body is read).
+// of 400, by default; checked before the body is read) once a delivery's turn is
+// more than a second off: nearer, it waits for it and is served.
 //
 // # Replays
 //

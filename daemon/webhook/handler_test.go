@@ -2,11 +2,13 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -199,8 +201,10 @@ func TestBodyAtTheBound(t *testing.T) {
 	}
 }
 
+// TestRateLimit: with no waiting, a delivery over the rate is answered 429 at
+// once, before its secret is checked.
 func TestRateLimit(t *testing.T) {
-	f := newFixture(t, WithRate(1, 2))
+	f := newFixture(t, WithRate(1, 2), WithMaxWait(0))
 	c := sampleCases[1]
 	send := func() *httptest.ResponseRecorder {
 		return f.serve(newRequest(c.kind, c.via, secretOf(c.kind), readSample(t, c.file), c.header))
@@ -228,6 +232,71 @@ func TestRateLimit(t *testing.T) {
 	want := map[string]float64{"dockerhub/accepted": 1, "dockerhub/replay": 2, "dockerhub/rate-limited": 2}
 	if got := f.counts(); !maps.Equal(got, want) {
 		t.Errorf("counts %v, want %v", got, want)
+	}
+}
+
+// waits records a handler's waits for the rate limit; each passes at once (the
+// clock stands still, as for deliveries waiting side by side), or, with leave,
+// its sender leaves.
+type waits struct {
+	got   []time.Duration
+	leave bool
+}
+
+func (w *waits) sleep(_ context.Context, d time.Duration) bool {
+	w.got = append(w.got, d)
+	return !w.leave
+}
+
+// TestRateLimitWaits: deliveries over the rate wait for their turn, up to
+// maxWait, and are served; one that would wait longer is answered 429; one whose
+// sender leaves while it waits gives its turn back.
+func TestRateLimitWaits(t *testing.T) {
+	var w waits
+	f := newFixture(t, WithRate(1, 2), WithMaxWait(time.Second), withSleep(w.sleep))
+	c := sampleCases[1]
+	send := func() *httptest.ResponseRecorder {
+		return f.serve(newRequest(c.kind, c.via, secretOf(c.kind), readSample(t, c.file), c.header))
+	}
+	for i := range 2 {
+		if rec := send(); rec.Code != http.StatusOK || len(w.got) != 0 {
+			t.Fatalf("request %d within the burst: status %d, waits %v", i, rec.Code, w.got)
+		}
+	}
+	if rec := send(); rec.Code != http.StatusOK || !slices.Equal(w.got, []time.Duration{time.Second}) {
+		t.Fatalf("a delivery a second from its turn: status %d, waits %v; want 200 after waiting 1s", rec.Code, w.got)
+	}
+	rec := send()
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "2" || len(w.got) != 1 {
+		t.Fatalf("a delivery two seconds from its turn: status %d, Retry-After %q, waits %v; want 429, 2, no wait",
+			rec.Code, rec.Header().Get("Retry-After"), w.got)
+	}
+	f.clock.advance(time.Second)
+	w.leave = true
+	if rec := send(); rec.Body.Len() != 0 || len(w.got) != 2 || w.got[1] != time.Second {
+		t.Fatalf("a delivery whose sender left: answered %d %q, waits %v; want no answer after a wait of 1s",
+			rec.Code, rec.Body, w.got)
+	}
+	w.leave = false
+	if rec := send(); rec.Code != http.StatusOK || len(w.got) != 3 || w.got[2] != time.Second {
+		t.Fatalf("after a sender left its turn: status %d, waits %v; want 200 after 1s (its turn given back)", rec.Code, w.got)
+	}
+	want := map[string]float64{"dockerhub/accepted": 1, "dockerhub/replay": 3, "dockerhub/rate-limited": 2}
+	if got := f.counts(); !maps.Equal(got, want) {
+		t.Errorf("counts %v, want %v", got, want)
+	}
+}
+
+// TestSleep: the handler's wait ends when its time passes, or at once when the
+// sender leaves.
+func TestSleep(t *testing.T) {
+	if !sleep(context.Background(), time.Millisecond) {
+		t.Error("a millisecond's sleep did not pass")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if sleep(ctx, time.Hour) {
+		t.Error("a sleep whose context ended passed")
 	}
 }
 
@@ -306,7 +375,7 @@ func TestEscapedPathToken(t *testing.T) {
 // invalid and rate-limited deliveries, and finds neither a secret nor a path
 // token in any log line or answer.
 func TestNoSecretInLogsOrAnswers(t *testing.T) {
-	f := newFixture(t, WithRate(1, 3*len(sampleCases)+4))
+	f := newFixture(t, WithRate(1, 3*len(sampleCases)+4), WithMaxWait(0))
 	var answers []string
 	send := func(req *http.Request) {
 		answers = append(answers, f.serve(req).Body.String())

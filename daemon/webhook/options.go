@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -10,9 +11,10 @@ import (
 
 // The defaults of a Handler's limits.
 const (
-	DefaultRate          = 200     // deliveries a second over the whole listener
-	DefaultBurst         = 400     // deliveries at once above the rate
-	DefaultMaxBody       = 1 << 20 // bytes of a body
+	DefaultRate          = 200         // deliveries a second over the whole listener
+	DefaultBurst         = 400         // deliveries at once above the rate
+	DefaultMaxWait       = time.Second // a delivery over the rate waits for its turn at most
+	DefaultMaxBody       = 1 << 20     // bytes of a body
 	DefaultReplayWindow  = time.Hour
 	DefaultReplayEntries = 10000 // deliveries remembered at most
 )
@@ -25,8 +27,10 @@ type config struct {
 	log           *slog.Logger
 	rate          rate.Limit
 	burst         int
+	maxWait       time.Duration
 	maxBody       int64
 	now           func() time.Time
+	sleep         func(ctx context.Context, d time.Duration) bool
 	replayWindow  time.Duration
 	replayEntries int
 }
@@ -36,8 +40,10 @@ func defaultConfig() config {
 		log:           slog.New(slog.DiscardHandler),
 		rate:          DefaultRate,
 		burst:         DefaultBurst,
+		maxWait:       DefaultMaxWait,
 		maxBody:       DefaultMaxBody,
 		now:           time.Now,
+		sleep:         sleep,
 		replayWindow:  DefaultReplayWindow,
 		replayEntries: DefaultReplayEntries,
 	}
@@ -70,6 +76,14 @@ func WithRate(perSecond float64, burst int) Option {
 	}
 }
 
+// WithMaxWait makes a delivery over the rate wait up to d for its turn before
+// it is answered 429 (d <= 0: answered at once). Waiting deliveries hold their
+// connections, so a sender faster than the rate is slowed to it rather than
+// answered and refused over and over.
+func WithMaxWait(d time.Duration) Option {
+	return func(c *config) { c.maxWait = max(d, 0) }
+}
+
 // WithMaxBody bounds a body to n bytes (n > 0; otherwise the default stays).
 func WithMaxBody(n int64) Option {
 	return func(c *config) {
@@ -93,4 +107,16 @@ func WithClock(now func() time.Time) Option {
 // detection off.
 func WithReplayWindow(window time.Duration, entries int) Option {
 	return func(c *config) { c.replayWindow, c.replayEntries = window, entries }
+}
+
+// sleep waits d, or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

@@ -196,6 +196,17 @@ func (c *fakeClock) now() time.Time {
 	return c.t
 }
 
+// sleep lets d pass on the clock at once.
+func (c *fakeClock) sleep(_ context.Context, d time.Duration) bool {
+	c.advance(d)
+	return true
+}
+
+// withSleep makes the handler wait with sleep (for tests).
+func withSleep(sleep func(ctx context.Context, d time.Duration) bool) Option {
+	return func(c *config) { c.sleep = sleep }
+}
+
 func (c *fakeClock) advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -216,7 +227,7 @@ func newFixture(t *testing.T, opts ...Option) *fixture {
 	f := &fixture{sink: &recordingSink{unused: map[string]bool{}}, reg: prometheus.NewRegistry(), logs: new(bytes.Buffer),
 		clock: &fakeClock{t: time.Date(2026, 3, 9, 14, 44, 26, 0, time.UTC)}}
 	log := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	base := []Option{WithRegisterer(f.reg), WithLogger(log), WithClock(f.clock.now)}
+	base := []Option{WithRegisterer(f.reg), WithLogger(log), WithClock(f.clock.now), withSleep(f.clock.sleep)}
 	h, err := NewHandler(testSecrets(), f.sink, append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)

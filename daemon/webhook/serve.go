@@ -14,10 +14,10 @@ import (
 )
 
 // ServeHTTP answers one delivery: 405 for a method other than POST, 404 for a
-// path not served, 429 over the rate, 401 without a valid secret, 413 for a body
-// over the bound, 400 for a body that is not the kind's payload, and 200 once
-// its pushes are handed to the sink (replays and non-pushes included, so that
-// the sender stops retrying).
+// path not served, 429 over the rate (once waiting for a turn would take over
+// maxWait), 401 without a valid secret, 413 for a body over the bound, 400 for
+// a body that is not the kind's payload, and 200 once its pushes are handed to
+// the sink (replays and non-pushes included, so that the sender stops retrying).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -29,13 +29,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not found", http.StatusNotFound)
 		return
 	}
-	now := h.now()
-	if wait, ok := h.admit(now); !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(wait))
-		h.reject(w, srv, outcomeRateLimited, http.StatusTooManyRequests, "rate limited")
-		h.log.Debug("webhook rate limited", "kind", srv.name)
+	if !h.admit(w, r, srv) {
 		return
 	}
+	now := h.now()
 	auth := srv.spec.auth
 	if !auth.signsBody() && !auth.authorizedByHeaders(srv.secret, r.Header, token) {
 		h.unauthorized(w, r, srv)
@@ -59,19 +56,39 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.deliver(r.Context(), w, &d, items)
 }
 
-// admit takes a token from the listener's rate limiter, or tells how many
-// seconds to wait for one.
-func (h *Handler) admit(now time.Time) (retryAfter int, ok bool) {
+// admit takes a token from the listener's rate limiter, waiting for it up to
+// maxWait. A delivery that would wait longer is answered 429 with the seconds
+// to wait; one whose sender leaves while it waits gives its turn back. Either
+// way it is counted rate-limited and admit reports false.
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request, srv *served) bool {
+	now := h.now()
 	res := h.limiter.ReserveN(now, 1)
 	if !res.OK() {
-		return 1, false
+		h.rateLimited(w, srv, 1)
+		return false
 	}
 	delay := res.DelayFrom(now)
-	if delay <= 0 {
-		return 0, true
+	switch {
+	case delay <= 0:
+		return true
+	case delay > h.maxWait:
+		res.CancelAt(now)
+		h.rateLimited(w, srv, max(1, int(math.Ceil(delay.Seconds()))))
+		return false
+	case !h.sleep(r.Context(), delay):
+		res.CancelAt(h.now())
+		h.events.WithLabelValues(srv.name, outcomeRateLimited).Inc() // the sender is gone: no answer
+		h.log.Debug("webhook sender left while waiting for the rate limit", "kind", srv.name)
+		return false
 	}
-	res.CancelAt(now)
-	return max(1, int(math.Ceil(delay.Seconds()))), false
+	h.log.Debug("webhook waited for the rate limit", "kind", srv.name, "wait", delay)
+	return true
+}
+
+func (h *Handler) rateLimited(w http.ResponseWriter, srv *served, retryAfter int) {
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	h.reject(w, srv, outcomeRateLimited, http.StatusTooManyRequests, "rate limited")
+	h.log.Debug("webhook rate limited", "kind", srv.name)
 }
 
 // readBody reads the body within the bound, answering 413 over it.

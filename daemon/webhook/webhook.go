@@ -110,6 +110,8 @@ type Handler struct {
 	log     *slog.Logger
 	events  *prometheus.CounterVec
 	limiter *rate.Limiter
+	maxWait time.Duration
+	sleep   func(ctx context.Context, d time.Duration) bool
 	replays *replaySet // nil: replays are not detected
 	maxBody int64
 	now     func() time.Time
@@ -142,7 +144,7 @@ func NewHandler(secrets Secrets, sink Sink, opts ...Option) (*Handler, error) {
 		}
 	}
 	h := &Handler{kinds: served, sink: sink, log: cfg.log, events: events, maxBody: cfg.maxBody, now: cfg.now,
-		limiter: rate.NewLimiter(cfg.rate, cfg.burst)}
+		limiter: rate.NewLimiter(cfg.rate, cfg.burst), maxWait: cfg.maxWait, sleep: cfg.sleep}
 	if cfg.replayWindow > 0 && cfg.replayEntries > 0 {
 		h.replays = newReplaySet(cfg.replayWindow, cfg.replayEntries)
 	}
