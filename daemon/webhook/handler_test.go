@@ -40,6 +40,9 @@ func TestSamplesReachTheSink(t *testing.T) {
 			if got := f.counts(); !maps.Equal(got, want) {
 				t.Errorf("counts %v, want %v", got, want)
 			}
+			if info, debug := pushLogLines(f.logs.String()); info != len(c.want) || debug != 0 {
+				t.Errorf("webhook push lines: %d at INFO, %d at DEBUG; want %d and 0\n%s", info, debug, len(c.want), f.logs)
+			}
 		})
 	}
 }
@@ -63,8 +66,29 @@ func TestUnusedRepository(t *testing.T) {
 			if got := f.counts(); !maps.Equal(got, want) {
 				t.Errorf("counts %v, want %v", got, want)
 			}
+			// A push no app uses is logged at Debug, not Info: on a shared
+			// registry it is most pushes.
+			if info, debug := pushLogLines(f.logs.String()); info != 0 || debug != len(c.want) {
+				t.Errorf("webhook push lines: %d at INFO, %d at DEBUG; want 0 and %d\n%s", info, debug, len(c.want), f.logs)
+			}
 		})
 	}
+}
+
+// pushLogLines counts the "webhook push" lines of logs at INFO and at DEBUG.
+func pushLogLines(logs string) (info, debug int) {
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, `msg="webhook push"`) {
+			continue
+		}
+		switch {
+		case strings.Contains(line, "level=INFO"):
+			info++
+		case strings.Contains(line, "level=DEBUG"):
+			debug++
+		}
+	}
+	return info, debug
 }
 
 func TestWithoutTheSecret(t *testing.T) {

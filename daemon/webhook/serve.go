@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
@@ -170,7 +171,13 @@ func (h *Handler) handle(ctx context.Context, d *delivery, it item) string {
 	ev := it.ev
 	ev.Kind = d.srv.name
 	used := h.sink.Push(ctx, ev)
-	h.log.Info("webhook push", "kind", ev.Kind, "registry", ev.Registry, "repository", ev.Repository,
+	// A push no app uses is the common case on a shared registry: a line each
+	// at Info would flood the log with what changed nothing.
+	level := slog.LevelDebug
+	if used {
+		level = slog.LevelInfo
+	}
+	h.log.Log(ctx, level, "webhook push", "kind", ev.Kind, "registry", ev.Registry, "repository", ev.Repository,
 		"tag", ev.Tag, "digest", ev.Digest, "used", used)
 	if used {
 		return outcomeAccepted
