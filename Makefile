@@ -56,15 +56,19 @@ vet:
 	$(GO) vet ./...
 	@for m in . e2e e2e/argocd; do (cd $$m && $(GO) mod tidy -diff) || { echo "go mod tidy would change $$m/go.mod or go.sum (run go mod tidy there)"; exit 1; }; done
 
+# Test binaries are linked without DWARF (-w): a third less linking for each of the
+# large ones (17 s against 13 s for daemon's), and nothing a test reads needs it.
+TEST_LDFLAGS := -ldflags=-w
+
 test-unit:
-	$(GO) test -count=1 -timeout 30m ./...
+	$(GO) test $(TEST_LDFLAGS) -count=1 -timeout 30m ./...
 
 e2e-registry: $(REGISTRY_BIN)
 $(REGISTRY_BIN):
 	bash e2e/scripts/build-registry.sh $(CACHE)/bin
 
 test-e2e: e2e-registry
-	cd e2e && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
+	cd e2e && $(GO) vet ./... && $(GO) test $(TEST_LDFLAGS) -count=1 -timeout 20m ./...
 
 ## e2e-build: kube-apiserver, kubectl, argocd (each version of e2e/build/versions.txt) and
 ## this checkout's binaries into .cache/e2e; cached (a warm run takes seconds)
@@ -74,7 +78,7 @@ e2e-build:
 ## e2e: a whole Argo CD on loopback per version, driven with the argocd CLI and kubectl
 ## (e2e/argocd; needs etcd, redis-server and git on PATH: see e2e/README.md)
 e2e: e2e-build
-	cd e2e/argocd && $(GO) vet ./... && $(GO) test -count=1 -timeout 40m -v ./...
+	cd e2e/argocd && $(GO) vet ./... && $(GO) test $(TEST_LDFLAGS) -count=1 -timeout 40m -v ./...
 
 ## bench: registry requests, wall time and allocations (see README "Benchmarks")
 bench: bench-tools

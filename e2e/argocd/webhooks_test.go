@@ -167,48 +167,66 @@ func testRegistryWebhooks(t *testing.T, lab *Lab) {
 // registry: a person pushes a tag and at once runs argocd app get --hard-refresh.
 // The render that causes is a render again of the app's revision, so it reads the
 // tag list again: the new tag is in that render, 20 times out of 20. Each push
-// comes at least revalidateAfter (5s) after the last read of the list, the bound
-// that makes a storm of hard refreshes cost one list (docs/freshness.md).
+// comes at least revalidateAfter (5s) after the last read of its repository's
+// list, the bound that makes a storm of hard refreshes cost one list
+// (docs/freshness.md); the tries go round byHandApps apps, each with a
+// repository of its own, so that the bound is kept without waiting it out.
 func testHardRefreshByHand(t *testing.T, lab *Lab) {
 	shippedSidecar(t, lab, nil, "")
-	const repoPath = "demo/byhand"
-	repo := DemoHost + "/" + repoPath
-	if err := lab.SeedTag(repoPath, "1.0.0"); err != nil {
-		t.Fatal(err)
+	const byHandApps = 4
+	type byHand struct {
+		app, repoPath, repo string
+		lastRead            time.Time
 	}
-	commitApp(t, lab, "an app for hard refreshes by hand", map[string]string{"apps/by-hand/deployment.yaml": deploymentOf(repo + ":1.0.0")})
-	// The app follows its commit, not main: other scenarios commit to main
+	apps := make([]*byHand, byHandApps)
+	files := map[string]string{}
+	for k := range apps {
+		a := &byHand{app: fmt.Sprintf("by-hand-%d", k), repoPath: fmt.Sprintf("demo/byhand-%d", k)}
+		a.repo = DemoHost + "/" + a.repoPath
+		if err := lab.SeedTag(a.repoPath, "1.0.0"); err != nil {
+			t.Fatal(err)
+		}
+		files["apps/"+a.app+"/deployment.yaml"] = deploymentOf(a.repo + ":1.0.0")
+		apps[k] = a
+	}
+	commitApp(t, lab, "apps for hard refreshes by hand", files)
+	// The apps follow their commit, not main: other scenarios commit to main
 	// meanwhile (pins), and a render of a new revision is a first render, not
 	// the render again that a hard refresh is (CI missed a tag so).
 	head, err := lab.must("", "git", "-C", lab.GitWork, "rev-parse", "HEAD")
 	if err != nil {
 		t.Fatal(err)
 	}
-	createAppFromFile(t, lab, AppSpec{Name: "by-hand", Path: "apps/by-hand", Namespace: "by-hand", Revision: strings.TrimSpace(head),
-		Params: [][2]string{{"image-list", "web=" + repo + ":~1"}}})
-	waitCompared(t, lab, "by-hand")
-	lastRead := time.Now()
+	for _, a := range apps {
+		createAppFromFile(t, lab, AppSpec{Name: a.app, Path: "apps/" + a.app, Namespace: a.app, Revision: strings.TrimSpace(head),
+			Params: [][2]string{{"image-list", "web=" + a.repo + ":~1"}}})
+	}
+	for _, a := range apps {
+		waitCompared(t, lab, a.app)
+		a.lastRead = time.Now()
+	}
 	const tries = 20
 	var missed []string
 	for i := 1; i <= tries; i++ {
-		if wait := 5*time.Second + 500*time.Millisecond - time.Since(lastRead); wait > 0 {
+		a := apps[i%byHandApps]
+		if wait := 5*time.Second + 500*time.Millisecond - time.Since(a.lastRead); wait > 0 {
 			time.Sleep(wait)
 		}
 		tag := fmt.Sprintf("1.0.%d", i)
-		if err := lab.SeedTag(repoPath, tag); err != nil {
+		if err := lab.SeedTag(a.repoPath, tag); err != nil {
 			t.Fatal(err)
 		}
-		hardRefresh(t, lab, "by-hand")
-		imgs := get(t, manifests(t, lab, "by-hand"), "Deployment/web").Images()
+		hardRefresh(t, lab, a.app)
+		imgs := get(t, manifests(t, lab, a.app), "Deployment/web").Images()
 		// argocd app manifests may render again too (v2.14 does, under another
 		// cache key), and its render is a hard refresh that may read the list
-		// anew: the next push waits for the bound from the end of both.
-		lastRead = time.Now()
-		if !slices.Contains(imgs, repo+":"+tag) {
-			missed = append(missed, fmt.Sprintf("%s: rendered %s", tag, strings.Join(imgs, ", ")))
+		// anew: the app's next push waits for the bound from the end of both.
+		a.lastRead = time.Now()
+		if !slices.Contains(imgs, a.repo+":"+tag) {
+			missed = append(missed, fmt.Sprintf("%s of %s: rendered %s", tag, a.app, strings.Join(imgs, ", ")))
 		}
 	}
-	t.Logf("push -> argocd app get --hard-refresh -> the new tag in that render: %d of %d", tries-len(missed), tries)
+	t.Logf("push -> argocd app get --hard-refresh -> the new tag in that render: %d of %d (over %d apps)", tries-len(missed), tries, byHandApps)
 	if len(missed) > 0 {
 		t.Errorf("hard refreshes right after a push that missed the new tag:\n%s", strings.Join(missed, "\n"))
 	}
