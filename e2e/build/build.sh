@@ -26,11 +26,22 @@ FORCE=${FORCE:-0}
 mkdir -p "$OUT/bin"
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 
-step() { # step NAME CMD...
-	local name=$1 t0=$SECONDS
+# step NAME CMD...: one step, timed, under a lock of its own in $OUT: .ci/run builds
+# everything in the background while the unit tests run and builds the Gitea they
+# need in the foreground; a step another run is doing is waited for, then found built.
+step() {
+	local name=$1 t0=$SECONDS lock
 	shift
+	lock=$OUT/.lock-${name// /-}
 	echo "== $name"
-	"$@"
+	(
+		exec 9>"$lock"
+		if ! flock -n 9; then
+			echo "waiting for another build.sh run doing this step ($lock)"
+			flock 9
+		fi
+		"$@"
+	)
 	echo "== $name: $((SECONDS - t0))s"
 }
 
@@ -221,14 +232,6 @@ tool() {
 }
 
 versions() { grep -vE '^\s*(#|$)' "$HERE/versions.txt"; }
-
-# One run at a time per cache: .ci/run builds in the background while the unit tests
-# run, and `make e2e` then waits here for that build instead of doing it again.
-exec 9>"$OUT/.build.lock"
-if ! flock -n 9; then
-	echo "== waiting for another build.sh run ($OUT/.build.lock)"
-	flock 9
-fi
 
 T0=$SECONDS
 what=${1:-all}
