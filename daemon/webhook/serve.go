@@ -59,8 +59,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // admit takes a token from the listener's rate limiter, waiting for it up to
 // maxWait. A delivery that would wait longer is answered 429 with the seconds
-// to wait; one whose sender leaves while it waits gives its turn back. Either
-// way it is counted rate-limited and admit reports false.
+// to wait; one whose request context ends while it waits (the listener shutting
+// down, or its sender gone where net/http notices) gives its turn back, with no
+// answer. Either way it is counted rate-limited and admit reports false.
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request, srv *served) bool {
 	now := h.now()
 	res := h.limiter.ReserveN(now, 1)
