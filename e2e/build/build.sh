@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds what the whole-Argo CD tests (e2e/argocd) run, from the Go module proxy only, into
 # <repo>/.cache/e2e (E2E_CACHE overrides):
-#   bin/kube-apiserver, bin/kubectl         k8s.io/kubernetes, module e2e/build/kube
+#   bin/kube-apiserver, bin/kubectl         k8s.io/kubernetes, module e2e/build/kube (Argo CD v2's graph)
 #   argocd-<version>/argocd (+ role names)  github.com/argoproj/argo-cd/v2|v3, modules
 #                                           e2e/build/argocd-v2, e2e/build/argocd-v3
 #   argocd-<version>/git-verify-wrapper.sh  from the argo-cd module's hack/ (v3.6 needs it)
@@ -57,7 +57,7 @@ fresh() { # fresh BINARY STAMP: the binary exists with this stamp
 
 kube() {
 	local d=$HERE/kube ver
-	ver=$(sed -n 's/^require k8s.io\/kubernetes \(v[^ ]*\)$/\1/p' "$d/go.mod")
+	ver=$(sed -n 's/^[[:space:]]*k8s.io\/kubernetes \(v[^ ]*\)$/\1/p' "$d/go.mod")
 	[ -n "$ver" ] || { echo "no k8s.io/kubernetes version in $d/go.mod" >&2; return 1; }
 	local st
 	st=$(stamp_of "$d" "$ver")
@@ -72,7 +72,9 @@ kube() {
 	for x in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 		ldf="$ldf -X $x.gitVersion=$ver -X $x.gitMajor=1 -X $x.gitMinor=$minor -X $x.gitTreeState=clean"
 	done
-	(cd "$d" && GOTOOLCHAIN=local GOFLAGS="$GOFLAGS -mod=mod" go build -trimpath -ldflags="$ldf" -o "$OUT/bin/" \
+	# Argo CD v2's module graph (see genmod.sh), built as Argo CD v2 is (no -trimpath): the
+	# k8s.io packages both import compile once.
+	(cd "$d" && GOTOOLCHAIN=local GOFLAGS="$GOFLAGS -mod=mod" go build -ldflags="$ldf" -o "$OUT/bin/" \
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
 	echo "$st" >"$OUT/bin/kube-apiserver.stamp"
 	echo "$st" >"$OUT/bin/kubectl.stamp"
@@ -239,10 +241,15 @@ what=${1:-all}
 case $what in
 all)
 	# Argo CD v2 first: the in-process suite (e2e/) shares its packages, and .ci/run
-	# runs that suite while this builds. This checkout's binaries last: the unit
-	# tests compile the same packages meanwhile.
-	for v in $(versions | sort -V); do step "argocd $v" argocd "$v"; done
-	step kube kube
+	# runs that suite while this builds. kube-apiserver right after it: it is built in
+	# v2's module graph (genmod.sh). This checkout's binaries last: the unit tests
+	# compile the same packages meanwhile.
+	kube_done=
+	for v in $(versions | sort -V); do
+		step "argocd $v" argocd "$v"
+		if [[ $v == v2.* ]]; then step kube kube && kube_done=1; fi
+	done
+	[ -n "$kube_done" ] || step kube kube
 	for v in $(versions); do step "tools of argocd $v" tools "$v"; done
 	step gitea gitea
 	step resolver resolver

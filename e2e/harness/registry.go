@@ -20,7 +20,8 @@ import (
 	"time"
 )
 
-// RegistryVersion is the distribution release e2e/scripts/build-registry.sh builds.
+// RegistryVersion is the distribution release e2e/scripts/build-registry.sh builds (the
+// one e2e/build/registry/go.mod requires).
 const RegistryVersion = "v3.1.2"
 
 // DefaultMaxTags is the tag page size the harness configures (distribution's
@@ -84,7 +85,7 @@ func StartRegistryMaxTags(t testing.TB, maxTags int) *Registry {
 	bin := RegistryBinary()
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("the e2e registry binary %s is missing: run `make e2e-registry` in the repository root first "+
-			"(it runs e2e/scripts/build-registry.sh, which installs distribution %s there): %v", bin, RegistryVersion, err)
+			"(it runs e2e/scripts/build-registry.sh, which builds distribution %s there): %v", bin, RegistryVersion, err)
 	}
 	var lastErr error
 	// A free port can be taken between picking and binding it: retry a few times.
