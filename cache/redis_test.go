@@ -319,12 +319,13 @@ func TestRedisDownSlowAndBack(t *testing.T) {
 	// Without the monitor's ping: a probe it began while Redis was still in use
 	// (before the lookup above opened the circuit) fails after the timeout and is
 	// counted then, whenever that is; it is not a resolution's exchange.
-	asked := redisAskedBy(fs[0], redisOpRead, redisOpWrite, redisOpLease)
+	resolutionOps := []string{redisOpRead, redisOpWrite, redisOpLease}
+	asked := redisAskedBy(fs[0], resolutionOps...)
 	for range 19 {
 		fs[0].mustResolve(t, repos[0], resolve.PolicySpec{})
 		fs[0].reg.tags.c.Flush()
 	}
-	if now := redisAskedBy(fs[0], redisOpRead, redisOpWrite, redisOpLease); now != asked {
+	if now := redisAskedBy(fs[0], resolutionOps...); now != asked {
 		t.Errorf("19 resolutions with the circuit open asked the stalled redis: %s, then %s", asked, now)
 	}
 	if up := redisCount(fs[0], "up", ""); up != 0 {

@@ -29,8 +29,7 @@ kube)
 		# (v4.4.4-0.20241211184406-7bf59b3d70ee) whose fieldpath.Set panics under
 		# kube-apiserver v1.31's managed-fields code (RecursiveDifference of nil, on
 		# every create of a custom resource); it gets the version Kubernetes requires.
-		smd=$(GOFLAGS= GOTOOLCHAIN=local go mod download -json "k8s.io/kubernetes@$ver" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p' |
-			xargs sed -n 's#^[[:space:]]*sigs.k8s.io/structured-merge-diff/v4 \(v[^ ]*\)$#\1#p')
+		smd=$(sed -n 's#^[[:space:]]*sigs.k8s.io/structured-merge-diff/v4 \(v[^ ]*\)$#\1#p' "$(gomod_of "k8s.io/kubernetes@$ver")")
 		[ -n "$smd" ] || { echo "k8s.io/kubernetes $ver requires no structured-merge-diff/v4" >&2; exit 1; }
 		sed -n '/^replace (/,/^)/p' "$src" | sed '$d'
 		printf '\n\t// kube-apiserver panics with Argo CD v2'"'"'s pre-release (see genmod.sh)\n\tsigs.k8s.io/structured-merge-diff/v4 => sigs.k8s.io/structured-merge-diff/v4 %s\n)\n' "$smd"

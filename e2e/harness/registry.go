@@ -20,10 +20,6 @@ import (
 	"time"
 )
 
-// RegistryVersion is the distribution release e2e/scripts/build-registry.sh builds (the
-// one e2e/build/registry/go.mod requires).
-const RegistryVersion = "v3.1.2"
-
 // DefaultMaxTags is the tag page size the harness configures (distribution's
 // `tags.maxtags`): small, so every resolution of a repository with more tags than this
 // has to follow the Link header.
@@ -85,7 +81,7 @@ func StartRegistryMaxTags(t testing.TB, maxTags int) *Registry {
 	bin := RegistryBinary()
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("the e2e registry binary %s is missing: run `make e2e-registry` in the repository root first "+
-			"(it runs e2e/scripts/build-registry.sh, which builds distribution %s there): %v", bin, RegistryVersion, err)
+			"(it runs e2e/scripts/build-registry.sh, which builds the distribution release e2e/build/registry/go.mod requires): %v", bin, err)
 	}
 	var lastErr error
 	// A free port can be taken between picking and binding it: retry a few times.

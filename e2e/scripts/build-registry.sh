@@ -6,7 +6,7 @@
 # e2e/build/registry/go.mod requires (v3.1 or later: the harness sets `tags.maxtags` so
 # that a client asking n=1000, go-containerregistry's default, gets small pages with Link
 # headers; v3.0.0 has no such setting). That module's main is distribution's
-# cmd/registry less the cloud storage drivers (see its main.go): half the compile.
+# cmd/registry less the cloud storage drivers (see its main.go): 44% less CPU to compile.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
