@@ -162,8 +162,10 @@ gitea() {
 }
 
 resolver() {
-	# This checkout's binaries; go's build cache makes a rerun quick.
-	(cd "$ROOT" && GOTOOLCHAIN=local go build -o "$OUT/bin/" ./cmd/...)
+	# This checkout's binaries, built as the image ships them (static, -trimpath: the
+	# Makefile's AS_SHIPPED), so they share the unit tests' compiled packages; go's build
+	# cache makes a rerun quick.
+	(cd "$ROOT" && GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="$GOFLAGS -trimpath" go build -o "$OUT/bin/" ./cmd/...)
 }
 
 # tools VERSION: the helm and kustomize binaries Argo CD VERSION ships (its

@@ -73,15 +73,17 @@ func goBuild(pkg, out string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", out, pkg)
+	// As the image ships it (static, -trimpath: the Makefile's AS_SHIPPED), which also
+	// shares the unit tests' compiled packages.
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-trimpath", "-o", out, pkg)
 	cmd.Dir = state.repoRoot
 	// The main module builds on its own: no workspace from around it.
-	cmd.Env = append(os.Environ(), "GOWORK=off")
+	cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
 	var outBuf bytes.Buffer
 	cmd.Stdout = &outBuf
 	cmd.Stderr = &outBuf
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build -o %s %s (in %s): %v\n%s", out, pkg, state.repoRoot, err, strings.TrimSpace(outBuf.String()))
+		return fmt.Errorf("CGO_ENABLED=0 go build -trimpath -o %s %s (in %s): %v\n%s", out, pkg, state.repoRoot, err, strings.TrimSpace(outBuf.String()))
 	}
 	return nil
 }
