@@ -2,11 +2,15 @@ package cache
 
 import (
 	"context"
-	"slices"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"time"
 	"unique"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
@@ -24,10 +28,10 @@ import (
 // read as before.
 
 // factsSize is what one entry's facts are accounted, by how many children an
-// index has: the struct, and per child its platform and digest (the LRU adds
-// the key and its bookkeeping).
-func factsSize(_ string, f resolve.ManifestFacts) int64 {
-	return 144 + 144*int64(len(f.Children))
+// index has: keptFacts, and a keptChild per child (the LRU adds the key and its
+// bookkeeping).
+func factsSize(_ string, f keptFacts) int64 {
+	return 72 + 40*int64(len(f.children))
 }
 
 var _ resolve.ManifestFactsCache = (*Registry)(nil)
@@ -94,28 +98,104 @@ func (r *Registry) factsByDigest(ctx context.Context, repo name.Repository, h v1
 				}
 				return resolve.ManifestFacts{}, err
 			}
-			return compactFacts(f, key), nil
+			return f, nil
 		})
 }
 
-// compactFacts readies f to be kept under key, its digest's text: its digest
-// shares key's bytes, its media type and platforms are interned (a view holds
-// few distinct ones), its children lose spare capacity.
-func compactFacts(f resolve.ManifestFacts, key string) resolve.ManifestFacts {
-	f.Digest, f.MediaType = digestSharing(f.Digest, key), internMediaType(f.MediaType)
-	f.Platform = internPlatform(f.Platform)
-	f.Children = slices.Clip(f.Children)
-	for i := range f.Children {
-		f.Children[i].Platform = internPlatform(f.Children[i].Platform)
-	}
-	return f
+// factsStore is the facts layer's LRU. It holds each manifest's facts as
+// keptFacts, under the manifest's digest, and gives them back as
+// resolve.ManifestFacts: a view of 10,000 two-platform indexes holds 20,000 of
+// them, and resolve's form (a Platform of three strings per child, a digest
+// string per child in a slice of its own, the entry's digest beside its key) was
+// most of a cold newest-build's live heap. A hit builds the children again (a
+// slice and a digest string each), as reading the index did.
+type factsStore struct{ c *lru[keptFacts] }
+
+// keptFacts is resolve.ManifestFacts less its digest (its key in the LRU is it,
+// as bytes): platforms interned, children's digests as bytes.
+type keptFacts struct {
+	mediaType types.MediaType // interned
+	platform  unique.Handle[resolve.Platform]
+	created   time.Time
+	children  []keptChild
 }
 
-// internPlatform returns p with its strings shared by every fact of the same
-// platform.
-func internPlatform(p resolve.Platform) resolve.Platform {
-	in := func(s string) string { return unique.Make(s).Value() }
-	return resolve.Platform{OS: in(p.OS), Arch: in(p.Arch), Variant: in(p.Variant)}
+type keptChild struct {
+	platform unique.Handle[resolve.Platform]
+	digest   [sha256.Size]byte
+}
+
+// get implements memStore: the facts under key (a digest's text), and whether
+// they are held.
+func (s factsStore) get(key string) (resolve.ManifestFacts, bool) {
+	bin, ok := binaryKey(key)
+	if !ok {
+		return resolve.ManifestFacts{}, false
+	}
+	k, ok := s.c.get(bin)
+	if !ok {
+		return resolve.ManifestFacts{}, false
+	}
+	algorithm, hexDigits, _ := strings.Cut(key, ":")
+	f := resolve.ManifestFacts{Digest: v1.Hash{Algorithm: algorithm, Hex: hexDigits},
+		MediaType: k.mediaType, Platform: k.platform.Value(), Created: k.created}
+	if len(k.children) > 0 {
+		f.Children = make([]resolve.ChildFacts, len(k.children))
+		for i, c := range k.children {
+			f.Children[i] = resolve.ChildFacts{Platform: c.platform.Value(),
+				Digest: v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(c.digest[:])}}
+		}
+	}
+	return f, true
+}
+
+// add implements memStore. Facts it cannot hold exactly (a digest that is not
+// sha256 in lower-case hex, which v1.Hash's parser never gives) are not kept.
+func (s factsStore) add(key string, f resolve.ManifestFacts) int {
+	bin, ok := binaryKey(key)
+	if !ok {
+		return 0
+	}
+	k := keptFacts{mediaType: internMediaType(f.MediaType), platform: unique.Make(f.Platform), created: f.Created}
+	if len(f.Children) > 0 {
+		k.children = make([]keptChild, len(f.Children))
+		for i, c := range f.Children {
+			if !sha256Bytes(c.Digest, &k.children[i].digest) {
+				return 0
+			}
+			k.children[i].platform = unique.Make(c.Platform)
+		}
+	}
+	return s.c.add(bin, k)
+}
+
+// stats is the underlying LRU's.
+func (s factsStore) stats() (entries int, bytes int64) { return s.c.stats() }
+
+// binaryKey is the entry's key in the LRU for key, a digest's text: its 32
+// bytes, not its 71 characters.
+func binaryKey(key string) (string, bool) {
+	algorithm, hexDigits, _ := strings.Cut(key, ":")
+	var b [sha256.Size]byte
+	if !sha256Bytes(v1.Hash{Algorithm: algorithm, Hex: hexDigits}, &b) {
+		return "", false
+	}
+	return string(b[:]), true
+}
+
+// sha256Bytes decodes h into out when it is a sha256 digest in lower-case hex,
+// the only form in which its text comes back the same.
+func sha256Bytes(h v1.Hash, out *[sha256.Size]byte) bool {
+	if h.Algorithm != "sha256" || len(h.Hex) != 2*sha256.Size {
+		return false
+	}
+	for i := 0; i < len(h.Hex); i++ {
+		if c := h.Hex[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	_, err := hex.Decode(out[:], []byte(h.Hex))
+	return err == nil
 }
 
 // passThrough is the registry view facts are derived through: it answers from

@@ -4,9 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache/redistest"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
@@ -134,4 +139,48 @@ func mustCompile(t testing.TB, spec resolve.PolicySpec) *resolve.Policy {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestFactsStoreGivesBackWhatItKept: the facts layer holds facts in a form of
+// its own (keptFacts); what it gives back is what it was given, field by field.
+func TestFactsStoreGivesBackWhatItKept(t *testing.T) {
+	digest := func(seed string) v1.Hash {
+		h, _, err := v1.SHA256(strings.NewReader(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	plus2 := time.FixedZone("plus2", 2*60*60)
+	cases := map[string]resolve.ManifestFacts{
+		"index": {Digest: digest("index"), MediaType: types.OCIImageIndex, Created: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC),
+			Children: []resolve.ChildFacts{
+				{Platform: resolve.Platform{OS: "linux", Arch: "amd64"}, Digest: digest("amd64")},
+				{Platform: resolve.Platform{OS: "linux", Arch: "arm", Variant: "v7"}, Digest: digest("arm")},
+			}},
+		"index without a created annotation": {Digest: digest("bare"), MediaType: types.DockerManifestList,
+			Children: []resolve.ChildFacts{{Platform: resolve.Platform{OS: "windows", Arch: "amd64"}, Digest: digest("win")}}},
+		"image, build time in a zone": {Digest: digest("image"), MediaType: types.OCIManifestSchema1,
+			Platform: resolve.Platform{OS: "linux", Arch: "arm64", Variant: "v8"}, Created: time.Date(2026, 5, 6, 7, 8, 9, 0, plus2)},
+		"image of no known platform": {Digest: digest("unknown"), MediaType: types.DockerManifestSchema2},
+	}
+	s := factsStore{newLRU(1<<20, factsSize)}
+	for name, f := range cases {
+		s.add(f.Digest.String(), f)
+		got, ok := s.get(f.Digest.String())
+		if !ok {
+			t.Errorf("%s: not kept", name)
+			continue
+		}
+		if !reflect.DeepEqual(got, f) {
+			t.Errorf("%s: kept %+v, got back %+v", name, f, got)
+		}
+	}
+
+	odd := resolve.ManifestFacts{Digest: digest("odd"), MediaType: types.OCIImageIndex,
+		Children: []resolve.ChildFacts{{Platform: resolve.Platform{OS: "linux", Arch: "amd64"}, Digest: v1.Hash{Algorithm: "sha256", Hex: strings.ToUpper(digest("x").Hex)}}}}
+	s.add(odd.Digest.String(), odd)
+	if got, ok := s.get(odd.Digest.String()); ok {
+		t.Errorf("facts with a digest it cannot hold exactly were kept: got back %+v", got)
+	}
 }

@@ -2,6 +2,13 @@ package cache
 
 import "sync"
 
+// memStore is a layer's memory that lruGet reads and fills: an lru, or the facts
+// layer's, which holds its values in a form of its own.
+type memStore[V any] interface {
+	get(key string) (V, bool)
+	add(key string, v V) int
+}
+
 // lru is a least-recently-used map bounded by the bytes its values hold. It has no
 // time expiry: it holds content-addressed data (manifests and blobs by digest), which
 // never goes stale. Safe for concurrent use.

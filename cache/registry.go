@@ -67,7 +67,7 @@ type Registry struct {
 	metadata  *metadataLayer // metadata APIs' listings (metadata.go)
 	manifests *lru[*resolve.Manifest]
 	blobs     *lru[[]byte]
-	facts     *lru[resolve.ManifestFacts] // facts.go
+	facts     factsStore // facts.go
 	sfMan     singleflight.Group
 	sfBlob    singleflight.Group
 	sfFacts   singleflight.Group
@@ -115,7 +115,7 @@ func NewRegistry(inner resolve.Registry, opts ...Option) *Registry {
 		return int64(cap(m.Raw)) + int64(len(m.MediaType)) + 64
 	})
 	r.blobs = newLRU(o.blobBytes, func(_ string, b []byte) int64 { return int64(cap(b)) + 24 })
-	r.facts = newLRU(o.blobBytes, factsSize)
+	r.facts = factsStore{newLRU(o.blobBytes, factsSize)}
 	_ = r.m.Registry.Register(newCacheCollector(r)) // a second Registry on the same Metrics keeps the first's gauges
 	return r
 }
@@ -427,7 +427,7 @@ func compact(b []byte) []byte {
 // lruGet answers from a content-addressed LRU, else from Redis (when shared and
 // the layer's codec can store it), fetching a missing value once however many
 // callers (and daemons) want it, and keeping what it fetched in c when keep.
-func lruGet[V any](ctx context.Context, r *Registry, layer string, c *lru[V], keep bool, sf *singleflight.Group, codec valueCodec[V], key, repoKey string,
+func lruGet[V any](ctx context.Context, r *Registry, layer string, c memStore[V], keep bool, sf *singleflight.Group, codec valueCodec[V], key, repoKey string,
 	fetch func(context.Context) (V, error)) (V, error) {
 	var zero V
 	if v, ok := c.get(key); ok {
@@ -482,7 +482,7 @@ func lruGet[V any](ctx context.Context, r *Registry, layer string, c *lru[V], ke
 }
 
 // keepIn adds v to the layer's LRU c, counting the entries it evicted.
-func keepIn[V any](r *Registry, layer string, c *lru[V], key string, v V) {
+func keepIn[V any](r *Registry, layer string, c memStore[V], key string, v V) {
 	if n := c.add(key, v); n > 0 {
 		r.m.Evictions.WithLabelValues(layer).Add(float64(n))
 	}
