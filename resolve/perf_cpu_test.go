@@ -140,14 +140,17 @@ func (c *perfChild) ask(b *testing.B, cmd string) float64 {
 // user and system, over the whole loop). With the registry in the same process
 // (registry=in-process) that counts the registry's CPU too; registry=child-process
 // serves it from another process (this binary re-executed), so that cpu-s/op is
-// the client's alone, the registry's being server-cpu-s/op.
+// the client's alone, the registry's being server-cpu-s/op. The client is the
+// Remote alone, or (client=commands) with the Limiter in front as the commands
+// and the daemon build it: the per-registry governor of requests in flight, the
+// rate limits, the request metrics.
 func BenchmarkColdNewestBuildCPU(b *testing.B) {
 	spec := resolve.PolicySpec{Strategy: "newest-build", Platforms: []string{"linux/arm64"}}
 	p, err := spec.Compile()
 	if err != nil {
 		b.Fatal(err)
 	}
-	run := func(b *testing.B, host string, requests func() float64, serverCPU func() float64) {
+	run := func(b *testing.B, host string, limited bool, requests func() float64, serverCPU func() float64) {
 		repo, err := name.NewRepository(host + "/app")
 		if err != nil {
 			b.Fatal(err)
@@ -167,6 +170,12 @@ func BenchmarkColdNewestBuildCPU(b *testing.B) {
 			// later resolutions would run beside thousands of them.
 			var conns http.RoundTripper
 			keep := func(next http.RoundTripper) http.RoundTripper { conns = next; return next }
+			if limited {
+				// As the commands build it (internal/compose.NewRemote): the
+				// limiter, with its concurrency governor and metrics, in front.
+				l := resolve.NewLimiter(nil, 64, nil)
+				keep = func(next http.RoundTripper) http.RoundTripper { conns = next; return l.Wrap(next) }
+			}
 			reg, err := resolve.NewRemote(resolve.WithRetry(fastRetry), resolve.WithKeychain(authn.NewMultiKeychain()),
 				resolve.WithTransportWrapper(keep))
 			if err != nil {
@@ -201,7 +210,7 @@ func BenchmarkColdNewestBuildCPU(b *testing.B) {
 			inProc = seedPerfRegistry(b, outer)
 		}
 		s := inProc
-		run(b, s.Host, func() float64 {
+		run(b, s.Host, false, func() float64 {
 			n := s.Total()
 			s.ResetCounts()
 			return float64(n)
@@ -213,6 +222,13 @@ func BenchmarkColdNewestBuildCPU(b *testing.B) {
 			child = startPerfChild(b, outer)
 		}
 		c := child
-		run(b, c.host, func() float64 { return c.ask(b, "count") }, func() float64 { return c.ask(b, "cpu") })
+		run(b, c.host, false, func() float64 { return c.ask(b, "count") }, func() float64 { return c.ask(b, "cpu") })
+	})
+	b.Run("registry=child-process,client=commands", func(b *testing.B) {
+		if child == nil {
+			child = startPerfChild(b, outer)
+		}
+		c := child
+		run(b, c.host, true, func() float64 { return c.ask(b, "count") }, func() float64 { return c.ask(b, "cpu") })
 	})
 }
