@@ -73,7 +73,10 @@
 // 405 for a method other than POST, 413 for a body over the bound (1 MiB by
 // default), 429 with Retry-After over the listener's rate (200 a second, bursts
 // of 400, by default; checked before the body is read) once a delivery's turn is
-// more than a second off: nearer, it waits for it and is served.
+// more than a second off: nearer, it waits for it and is served. A kind whose
+// secret comes in a header or the path is checked before the rate, so that a
+// delivery without it spends no turn (its 401 is logged at most once per 10
+// seconds per kind); one that signs its body (github, gitea) after it.
 //
 // # Replays
 //

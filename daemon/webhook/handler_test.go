@@ -226,7 +226,8 @@ func TestBodyAtTheBound(t *testing.T) {
 }
 
 // TestRateLimit: with no waiting, a delivery over the rate is answered 429 at
-// once, before its secret is checked.
+// once; one without the secret of a kind that proves it in a header is answered
+// 401 first and spends no turn.
 func TestRateLimit(t *testing.T) {
 	f := newFixture(t, WithRate(1, 2), WithMaxWait(0))
 	c := sampleCases[1]
@@ -245,15 +246,59 @@ func TestRateLimit(t *testing.T) {
 	if got := rec.Header().Get("Retry-After"); got != "1" {
 		t.Errorf("Retry-After %q, want 1", got)
 	}
-	// Unauthenticated requests spend the rate too: it is checked first.
-	if rec := f.serve(newRequest(c.kind, c.via, wrongSecret(c.kind), nil, nil)); rec.Code != http.StatusTooManyRequests {
-		t.Errorf("unauthenticated request over the rate: status %d, want 429", rec.Code)
+	if rec := f.serve(newRequest(c.kind, c.via, wrongSecret(c.kind), nil, nil)); rec.Code != http.StatusUnauthorized {
+		t.Errorf("unauthenticated request over the rate: status %d, want 401", rec.Code)
 	}
 	f.clock.advance(time.Second)
 	if rec := send(); rec.Code != http.StatusOK {
 		t.Errorf("after a second: status %d, want 200", rec.Code)
 	}
-	want := map[string]float64{"dockerhub/accepted": 1, "dockerhub/replay": 2, "dockerhub/rate-limited": 2}
+	want := map[string]float64{"dockerhub/accepted": 1, "dockerhub/replay": 2, "dockerhub/rate-limited": 1, "dockerhub/unauthorized": 1}
+	if got := f.counts(); !maps.Equal(got, want) {
+		t.Errorf("counts %v, want %v", got, want)
+	}
+}
+
+// TestUnauthenticatedFloodSpendsNoTurn: a flood without the secret, on a kind
+// that proves it in a header, is refused without spending the rate, so the
+// sender that has the secret is still served; it is logged once per
+// unauthorizedLogEvery, with the count of the refusals not logged, and counted
+// whole. A kind that signs its body is read, so held to the rate, first.
+func TestUnauthenticatedFloodSpendsNoTurn(t *testing.T) {
+	f := newFixture(t, WithRate(1, 2), WithMaxWait(0))
+	c := sampleCases[1] // dockerhub, by path token
+	for range 100 {
+		if rec := f.serve(newRequest(c.kind, c.via, wrongSecret(c.kind), readSample(t, c.file), c.header)); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("status %d, want 401", rec.Code)
+		}
+	}
+	if rec := f.serve(newRequest(c.kind, c.via, secretOf(c.kind), readSample(t, c.file), c.header)); rec.Code != http.StatusOK {
+		t.Fatalf("the sender with the secret after the flood: status %d, want 200", rec.Code)
+	}
+	if got := strings.Count(f.logs.String(), "webhook unauthorized"); got != 1 {
+		t.Errorf("%d warnings for 100 refusals within %v, want 1:\n%s", got, unauthorizedLogEvery, f.logs)
+	}
+	f.clock.advance(unauthorizedLogEvery)
+	f.serve(newRequest(c.kind, c.via, wrongSecret(c.kind), nil, nil))
+	if !strings.Contains(f.logs.String(), "unlogged_since_last=99") {
+		t.Errorf("the next warning does not count the 99 refusals not logged:\n%s", f.logs)
+	}
+
+	var signed sampleCase
+	for _, sc := range sampleCases {
+		if sc.kind == "github" {
+			signed = sc
+		}
+	}
+	for i := range 2 {
+		if rec := f.serve(newRequest(signed.kind, signed.via, wrongSecret(signed.kind), readSample(t, signed.file), signed.header)); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("signed kind, request %d within the burst: status %d, want 401", i, rec.Code)
+		}
+	}
+	if rec := f.serve(newRequest(signed.kind, signed.via, wrongSecret(signed.kind), readSample(t, signed.file), signed.header)); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("signed kind over the rate: status %d, want 429 before its body is read", rec.Code)
+	}
+	want := map[string]float64{"dockerhub/accepted": 1, "dockerhub/unauthorized": 101, "github/unauthorized": 2, "github/rate-limited": 1}
 	if got := f.counts(); !maps.Equal(got, want) {
 		t.Errorf("counts %v, want %v", got, want)
 	}
@@ -414,8 +459,8 @@ func TestNoSecretInLogsOrAnswers(t *testing.T) {
 	send(newRequest("github", viaHubSignature, secretOf("github"), oversized(), nil))
 	send(newRequest("harbor", viaRawHeader, secretOf("harbor"), []byte(`{"type":"PUSH_ARTIFACT"}`), nil))
 	send(newRequest("quay", viaPathToken, secretOf("quay"), []byte(`{"repository":"Not/Valid","updated_tags":[]}`), nil))
-	for range 3 {
-		send(newRequest("dockerhub", viaPathToken, wrongSecret("dockerhub"), nil, nil))
+	for range 3 + len(sampleCases) { // refused deliveries of header kinds spent no turn above
+		send(newRequest("dockerhub", viaPathToken, secretOf("dockerhub"), nil, nil))
 	}
 	if !strings.Contains(strings.Join(answers, ""), "rate limited") {
 		t.Fatal("the battery never met the rate limit")

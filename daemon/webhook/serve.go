@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -19,6 +20,12 @@ import (
 // maxWait), 401 without a valid secret, 413 for a body over the bound, 400 for
 // a body that is not the kind's payload, and 200 once its pushes are handed to
 // the sink (replays and non-pushes included, so that the sender stops retrying).
+//
+// A kind whose sender proves itself in a header (a token or a bearer secret) is
+// checked before it takes a turn of the rate: a flood without the secret costs a
+// hash of what it offers, reads no body and spends no turn of the senders that
+// have it. A kind that signs its body (GitHub, Gitea) can only be checked once
+// the body is read, so it waits for its turn first.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -30,15 +37,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not found", http.StatusNotFound)
 		return
 	}
-	if !h.admit(w, r, srv) {
-		return
-	}
-	now := h.now()
 	auth := srv.spec.auth
 	if !auth.signsBody() && !auth.authorizedByHeaders(srv.secret, r.Header, token) {
 		h.unauthorized(w, r, srv)
 		return
 	}
+	if !h.admit(w, r, srv) {
+		return
+	}
+	now := h.now()
 	body, ok := h.readBody(w, r, srv)
 	if !ok {
 		return
@@ -119,8 +126,14 @@ func (h *Handler) tooLarge(w http.ResponseWriter, srv *served) {
 		fmt.Sprintf("body larger than %d bytes", h.maxBody))
 }
 
+// unauthorized answers 401. It logs a warning per kind at most once per
+// unauthorizedLogEvery, with how many went unlogged since: refused deliveries
+// are no longer held to the rate, and a flood of them must not flood the log
+// (the events metric counts every one).
 func (h *Handler) unauthorized(w http.ResponseWriter, r *http.Request, srv *served) {
-	h.log.Warn("webhook unauthorized", "kind", srv.name, "remote", r.RemoteAddr)
+	if n, ok := srv.unauthorizedLog.take(h.now()); ok {
+		h.log.Warn("webhook unauthorized", "kind", srv.name, "remote", r.RemoteAddr, "unlogged_since_last", n)
+	}
 	if !srv.spec.auth.signsBody() {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="webhooks"`)
 	}
@@ -209,4 +222,27 @@ func (h *Handler) replayed(d *delivery, id string) bool {
 	dup := !h.replays.first(key, d.now)
 	d.decided[key] = dup
 	return dup
+}
+
+// unauthorizedLogEvery is how often a kind's refused deliveries are logged.
+const unauthorizedLogEvery = 10 * time.Second
+
+// logSampler lets one log line through per interval and counts the others.
+type logSampler struct {
+	mu       sync.Mutex
+	last     time.Time
+	unlogged int
+}
+
+// take reports whether to log now, and how many were not logged since the last
+// line.
+func (s *logSampler) take(now time.Time) (unlogged int, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.last.IsZero() && now.Sub(s.last) < unauthorizedLogEvery {
+		s.unlogged++
+		return 0, false
+	}
+	unlogged, s.unlogged, s.last = s.unlogged, 0, now
+	return unlogged, true
 }

@@ -95,9 +95,10 @@ func TakesPathToken(kind string) bool {
 
 // served is a configured kind.
 type served struct {
-	name   string
-	spec   kindSpec
-	secret secret
+	name            string
+	spec            kindSpec
+	secret          secret
+	unauthorizedLog logSampler
 }
 
 // Handler serves POST /webhooks/<kind> and /webhooks/<kind>/<token>: it
