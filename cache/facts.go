@@ -184,18 +184,31 @@ func binaryKey(key string) (string, bool) {
 }
 
 // sha256Bytes decodes h into out when it is a sha256 digest in lower-case hex,
-// the only form in which its text comes back the same.
+// the only form in which its text comes back the same (without allocating: it
+// runs on every lookup).
 func sha256Bytes(h v1.Hash, out *[sha256.Size]byte) bool {
 	if h.Algorithm != "sha256" || len(h.Hex) != 2*sha256.Size {
 		return false
 	}
-	for i := 0; i < len(h.Hex); i++ {
-		if c := h.Hex[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+	for i := range out {
+		hi, okHi := lowerHexDigit(h.Hex[2*i])
+		lo, okLo := lowerHexDigit(h.Hex[2*i+1])
+		if !okHi || !okLo {
 			return false
 		}
+		out[i] = hi<<4 | lo
 	}
-	_, err := hex.Decode(out[:], []byte(h.Hex))
-	return err == nil
+	return true
+}
+
+func lowerHexDigit(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }
 
 // passThrough is the registry view facts are derived through: it answers from

@@ -177,10 +177,17 @@ func TestFactsStoreGivesBackWhatItKept(t *testing.T) {
 		}
 	}
 
-	odd := resolve.ManifestFacts{Digest: digest("odd"), MediaType: types.OCIImageIndex,
-		Children: []resolve.ChildFacts{{Platform: resolve.Platform{OS: "linux", Arch: "amd64"}, Digest: v1.Hash{Algorithm: "sha256", Hex: strings.ToUpper(digest("x").Hex)}}}}
-	s.add(odd.Digest.String(), odd)
-	if got, ok := s.get(odd.Digest.String()); ok {
-		t.Errorf("facts with a digest it cannot hold exactly were kept: got back %+v", got)
+	for name, child := range map[string]v1.Hash{
+		"upper-case hex":   {Algorithm: "sha256", Hex: strings.ToUpper(digest("x").Hex)},
+		"another hash":     {Algorithm: "sha512", Hex: digest("y").Hex + digest("y").Hex},
+		"a short sha256":   {Algorithm: "sha256", Hex: digest("z").Hex[:62]},
+		"a non-hex sha256": {Algorithm: "sha256", Hex: digest("w").Hex[:63] + "g"},
+	} {
+		odd := resolve.ManifestFacts{Digest: digest("odd " + name), MediaType: types.OCIImageIndex,
+			Children: []resolve.ChildFacts{{Platform: resolve.Platform{OS: "linux", Arch: "amd64"}, Digest: child}}}
+		s.add(odd.Digest.String(), odd)
+		if got, ok := s.get(odd.Digest.String()); ok {
+			t.Errorf("facts with a child digest it cannot hold exactly (%s) were kept: got back %+v", name, got)
+		}
 	}
 }
