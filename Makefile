@@ -18,7 +18,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # The main module is built, vetted and tested as the image ships it (deploy/image
 # GoBuildEnv and GoBuildArgs): static (CGO_ENABLED=0) and -trimpath. So the tests run
 # the code as it ships (a cgo build also links the dynamic loader and, through
-# kustomize's Go plugin loader, exports every symbol: 40 MB more binary to map), and
+# kustomize's Go plugin loader, exports every symbol: about 29 MB more of it mapped), and
 # vet, the tests, make image's amd64 build and the e2e suites' builds (e2e/harness,
 # e2e/build/build.sh) share one compile of its packages. In the environment, so the
 # go commands a test runs build the same way. TestMakefileBuildsAsShipped holds

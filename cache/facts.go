@@ -136,8 +136,8 @@ func (s factsStore) get(key string) (resolve.ManifestFacts, bool) {
 	if !ok {
 		return resolve.ManifestFacts{}, false
 	}
-	algorithm, hexDigits, _ := strings.Cut(key, ":")
-	f := resolve.ManifestFacts{Digest: v1.Hash{Algorithm: algorithm, Hex: hexDigits},
+	// key is "sha256:<hex>": binaryKey accepted it.
+	f := resolve.ManifestFacts{Digest: v1.Hash{Algorithm: "sha256", Hex: key[len("sha256:"):]},
 		MediaType: k.mediaType, Platform: k.platform.Value(), Created: k.created}
 	if len(k.children) > 0 {
 		f.Children = make([]resolve.ChildFacts, len(k.children))

@@ -83,7 +83,7 @@ func goBuild(pkg, out string) error {
 	cmd.Stdout = &outBuf
 	cmd.Stderr = &outBuf
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("CGO_ENABLED=0 go build -trimpath -o %s %s (in %s): %v\n%s", out, pkg, state.repoRoot, err, strings.TrimSpace(outBuf.String()))
+		return fmt.Errorf("CGO_ENABLED=0 go %s (in %s): %v\n%s", strings.Join(cmd.Args[1:], " "), state.repoRoot, err, strings.TrimSpace(outBuf.String()))
 	}
 	return nil
 }
