@@ -114,7 +114,7 @@ type factsStore struct{ c *lru[keptFacts] }
 // keptFacts is resolve.ManifestFacts less its digest (its key in the LRU is it,
 // as bytes): platforms interned, children's digests as bytes.
 type keptFacts struct {
-	mediaType types.MediaType // interned
+	mediaType unique.Handle[types.MediaType]
 	platform  unique.Handle[resolve.Platform]
 	created   time.Time
 	children  []keptChild
@@ -138,7 +138,7 @@ func (s factsStore) get(key string) (resolve.ManifestFacts, bool) {
 	}
 	// key is "sha256:<hex>": binaryKey accepted it.
 	f := resolve.ManifestFacts{Digest: v1.Hash{Algorithm: "sha256", Hex: key[len("sha256:"):]},
-		MediaType: k.mediaType, Platform: k.platform.Value(), Created: k.created}
+		MediaType: k.mediaType.Value(), Platform: k.platform.Value(), Created: k.created}
 	if len(k.children) > 0 {
 		f.Children = make([]resolve.ChildFacts, len(k.children))
 		for i, c := range k.children {
@@ -156,7 +156,7 @@ func (s factsStore) add(key string, f resolve.ManifestFacts) int {
 	if !ok {
 		return 0
 	}
-	k := keptFacts{mediaType: internMediaType(f.MediaType), platform: unique.Make(f.Platform), created: f.Created}
+	k := keptFacts{mediaType: unique.Make(f.MediaType), platform: unique.Make(f.Platform), created: f.Created}
 	if len(f.Children) > 0 {
 		k.children = make([]keptChild, len(f.Children))
 		for i, c := range f.Children {

@@ -25,11 +25,14 @@ type lru[V any] struct {
 	sizeOf   func(key string, v V) int64
 }
 
+// lruItem is an entry. Its size is not kept but computed again when it is
+// replaced or evicted (sizeOf is a function of key and value): the facts layer
+// holds two entries per tag, and without the field its item fits the 96-byte
+// size class rather than 112.
 type lruItem[V any] struct {
 	prev, next *lruItem[V]
 	key        string
 	val        V
-	size       int64
 }
 
 // lruOverhead approximates the bookkeeping bytes of one entry (map slot, item
@@ -73,19 +76,19 @@ func (c *lru[V]) get(key string) (V, bool) {
 // its bound. A value larger than the whole bound is not stored. It returns how many
 // entries were evicted.
 func (c *lru[V]) add(key string, v V) int {
-	size := c.sizeOf(key, v) + int64(len(key)) + lruOverhead
+	size := c.size(key, v)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if it, ok := c.items[key]; ok {
-		c.bytes += size - it.size
-		it.val, it.size = v, size
+		c.bytes += size - c.size(it.key, it.val)
+		it.val = v
 		c.unlink(it)
 		c.pushFront(it)
 	} else {
 		if size > c.maxBytes {
 			return 0
 		}
-		it := &lruItem[V]{key: key, val: v, size: size}
+		it := &lruItem[V]{key: key, val: v}
 		c.items[key] = it
 		c.pushFront(it)
 		c.bytes += size
@@ -98,10 +101,15 @@ func (c *lru[V]) add(key string, v V) int {
 		}
 		c.unlink(it)
 		delete(c.items, it.key)
-		c.bytes -= it.size
+		c.bytes -= c.size(it.key, it.val)
 		evicted++
 	}
 	return evicted
+}
+
+// size is what an entry is accounted for.
+func (c *lru[V]) size(key string, v V) int64 {
+	return c.sizeOf(key, v) + int64(len(key)) + lruOverhead
 }
 
 // stats returns the number of entries and the bytes they are accounted for.

@@ -27,6 +27,12 @@ import (
 // (host/path) to resolve newest-build over, then a space, then the tag wanted.
 const growthEnv = "DAEMON_BENCH_GROWTH_REPO"
 
+// growthMidProfileEnv, a duration, makes TestGrowthHelperProcess also write its
+// heap profile (heapProfileEnv, suffixed .mid) that long into the resolution:
+// what the walk holds before it ranks the tags, the peak's live part, which the
+// profile at the end (the cache alone) does not show.
+const growthMidProfileEnv = "DAEMON_BENCH_GROWTH_MID"
+
 // growthReport is what TestGrowthHelperProcess prints, as one JSON line.
 type growthReport struct {
 	Tag       string  `json:"tag"`
@@ -99,6 +105,9 @@ func TestGrowthHelperProcess(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	rep.IdleMiB = selfStatusMiB("VmRSS")
 	cpu0, gc0 := processCPU(), gcCPUSeconds()
+	if d, err := time.ParseDuration(os.Getenv(growthMidProfileEnv)); err == nil && profile != "" {
+		time.AfterFunc(d, func() { writeHeapProfile(t, profile+".mid."+want) })
+	}
 	res, err := r.Resolve(context.Background(), repo, ref, p)
 	rep.CPUSecs, rep.GCCPUSecs = (processCPU() - cpu0).Seconds(), gcCPUSeconds()-gc0
 	close(stop)

@@ -181,7 +181,7 @@ func (c *repoClient) fetchManifest(ctx context.Context, id string, byDigest bool
 	if err != nil {
 		return nil, v1.Hash{}, "", err
 	}
-	mediaType := types.MediaType(resp.Header.Get("Content-Type"))
+	mediaType := knownMediaType(resp.Header.Get("Content-Type"))
 	if mediaType == types.DockerManifestSchema1Signed {
 		// As go-containerregistry does for older registries: a signed schema 1
 		// manifest's digest is the registry's.
@@ -331,6 +331,23 @@ func (t *replayTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.resp, nil
 	}
 	return t.next.RoundTrip(req)
+}
+
+// manifestMediaTypes are the media types a manifest is commonly served as.
+var manifestMediaTypes = []types.MediaType{types.OCIImageIndex, types.OCIManifestSchema1,
+	types.DockerManifestList, types.DockerManifestSchema2, types.DockerManifestSchema1,
+	types.DockerManifestSchema1Signed}
+
+// knownMediaType is contentType as a MediaType, the package constant when it is
+// one: a tag's info keeps its media type, and the header's string would keep
+// the response's header values with it.
+func knownMediaType(contentType string) types.MediaType {
+	for _, mt := range manifestMediaTypes {
+		if string(mt) == contentType {
+			return mt
+		}
+	}
+	return types.MediaType(contentType)
 }
 
 // hashOf is the digest of b with algorithm (sha256, sha512: v1.Hasher's).

@@ -39,6 +39,7 @@ func inspect(ctx context.Context, reg Registry, repo name.Repository, tag string
 		return info, nil
 	}
 	var child *ChildFacts
+	info.Platforms = make([]Platform, 0, len(f.Children))
 	for i := range f.Children {
 		c := &f.Children[i]
 		info.Platforms = append(info.Platforms, c.Platform)
