@@ -22,6 +22,9 @@ type inspector struct {
 	stop  context.CancelFunc
 	g     *errgroup.Group
 	slots chan struct{}
+	// width is how many of this resolution's inspections run at once, within
+	// the slots.
+	width *inspectWidth
 	// idle hands a tag to a worker waiting for one (unbuffered); noMore is
 	// closed when meta has started every tag, and the idle workers end.
 	idle   chan string
@@ -43,7 +46,7 @@ func (r *Resolver) newInspector(ctx context.Context, repo name.Repository, p *Po
 	ctx, stop := context.WithCancel(ctx)
 	g, gctx := errgroup.WithContext(ctx)
 	return &inspector{r: r, repo: repo, p: p, ctx: gctx, stop: stop, g: g,
-		slots: r.inspectSlots(repo.RegistryStr()), idle: make(chan string), noMore: make(chan struct{}),
+		slots: r.inspectSlots(repo.RegistryStr()), width: newInspectWidth(r.concurrency), idle: make(chan string), noMore: make(chan struct{}),
 		started: map[string]struct{}{}, infos: map[string]*TagInfo{}}
 }
 
@@ -53,6 +56,7 @@ func (r *Resolver) newInspector(ctx context.Context, repo name.Repository, p *Po
 // matches no more pages once the tags listed so far are past the filters' cost
 // bound (the resolution refuses the policy when the list is read).
 func (in *inspector) page(tags []string) {
+	in.width.page()
 	in.mu.Lock()
 	in.listedBytes += tagBytes(tags)
 	cost, _, _ := in.p.filterCost(in.listedBytes)
@@ -95,10 +99,14 @@ func (in *inspector) start(tags []string) {
 		if seen {
 			continue
 		}
+		if !in.width.acquire(in.ctx) {
+			return // an inspection failed, or the caller left
+		}
 		select {
 		case in.slots <- struct{}{}:
 		case <-in.ctx.Done():
-			return // an inspection failed, or the caller left
+			in.width.release()
+			return
 		}
 		select {
 		case in.idle <- t:
@@ -125,9 +133,12 @@ func (in *inspector) work(t string) error {
 	}
 }
 
-// inspect reads t's metadata, holding the slot start took for it.
+// inspect reads t's metadata, holding the token and the slot start took for it.
 func (in *inspector) inspect(t string) error {
-	defer func() { <-in.slots }()
+	defer func() {
+		<-in.slots
+		in.width.release()
+	}()
 	info, err := inspect(in.ctx, in.r.reg, in.repo, t, true, in.p.platforms)
 	if err != nil {
 		return err

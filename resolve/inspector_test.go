@@ -70,3 +70,52 @@ func TestInspectorSharesPlatformSets(t *testing.T) {
 		t.Errorf("build-0's media type %q is the response's string; want the package constant", got)
 	}
 }
+
+// A registry on the same machine answers a tag page in well under a millisecond:
+// the inspections of a resolution over it are narrowed from the bound as the
+// pages come (width.go), those over a registry 20 ms away are not.
+func TestInspectorNarrowsForANearbyRegistry(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		latency time.Duration
+		narrow  bool
+	}{{"loopback", 0, true}, {"20 ms away", 20 * time.Millisecond, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := rt.New(t, rt.WithPageSize(10))
+			img := rt.Image(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), "linux/amd64")
+			for i := range 100 {
+				s.Push(t, "app", fmt.Sprintf("build-%02d", i), img)
+			}
+			s.SetLatency(c.latency)
+			remote, err := NewRemote(WithKeychain(authn.NewMultiKeychain()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			repo, err := name.NewRepository(s.Ref("app"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := PolicySpec{Strategy: "newest-build"}.Compile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := NewResolver(remote, WithConcurrency(64))
+			in := r.newInspector(context.Background(), repo, p)
+			defer in.stop()
+			var pages int
+			tags, err := remote.ListTags(withTagPages(context.Background(), func(tags []string) { pages++; in.width.page() }), repo)
+			if err != nil || len(tags) != 100 || pages != 10 {
+				t.Fatalf("listed %d tags in %d pages, %v; want 100 in 10", len(tags), pages, err)
+			}
+			in.width.mu.Lock()
+			width, turn := in.width.width, in.width.turn
+			in.width.mu.Unlock()
+			if c.narrow && width > 2*minWidth {
+				t.Errorf("width %d after 10 pages from loopback (shortest trip %v); want at most %d", width, turn, 2*minWidth)
+			}
+			if !c.narrow && width != 64 {
+				t.Errorf("width %d after 10 pages 20 ms away (shortest trip %v); want the bound, 64", width, turn)
+			}
+		})
+	}
+}
