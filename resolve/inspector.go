@@ -179,6 +179,7 @@ func (in *inspector) shared(ps []Platform) []Platform {
 // list was read are not read again), or the first error. It never answers from
 // part of the tags. Call it once.
 func (in *inspector) meta(ctx context.Context, tags []string) (map[string]*TagInfo, error) {
+	in.width.listed()
 	in.start(tags)
 	in.pages.Wait()
 	// Every tag has a worker: the idle ones end, the others after their tag.

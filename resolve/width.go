@@ -18,14 +18,15 @@ const minWidth = 8
 // inspectWidth is how many of a resolution's inspections run at once, within the
 // Resolver's bound per registry host (its slots): as many as the registry's
 // round trip hides, by Little's law the round trip over requestTurn, at least
-// minWidth. The round trip is measured by the tag pages, each read after the one
-// before on a connection already open: the first page's time (from the
-// resolution's start) over three, until the second page's replaces it, then the
-// shortest. A registry 20 ms away is inspected 64 at once, as before; one on the
-// same machine 8 at once, since more only queue, there and in the resolver: at
-// no added latency 8 at once use 10-15% less of the resolver's CPU than 64 and
-// take no longer (BenchmarkColdNewestBuildCPU). Without a tag page seen (a tag
-// list from a cache, a metadata API's), the width is the bound.
+// minWidth. The tag pages measure the round trip, each read after the one before
+// on a connection already open: the second page's, then the shortest; for a list
+// of one page, its time from the resolution's start over three (until the list
+// ends, its tags are inspected minWidth at once). A registry 20 ms away is
+// inspected 64 at once, as before; one on the same machine 8 at once, since more
+// only queue, there and in the resolver: at no added latency 8 at once use
+// 10-15% less of the resolver's CPU than 64 and take no longer
+// (BenchmarkColdNewestBuildCPU). Without a tag page seen (a tag list from a
+// cache, a metadata API's), the width is the bound.
 type inspectWidth struct {
 	tokens chan struct{} // one per inspection that may run; capacity: the bound
 	bound  int
@@ -44,9 +45,10 @@ func newInspectWidth(bound int) *inspectWidth {
 	return &inspectWidth{tokens: make(chan struct{}, bound), bound: bound, now: time.Now, lastPage: time.Now()}
 }
 
-// page sets the width from the round trip a tag page just measured: the first
-// page's time is a guess, which the next page's replaces (wider or narrower);
-// after that, only a trip shorter than any before changes it.
+// page sets the width from the round trip a tag page just measured. The first
+// page's time is only a guess: its tags are inspected minWidth at once until
+// the second page's trip replaces it (wider or narrower), or the list ends with
+// it (listed); after that, only a trip shorter than any before changes it.
 func (w *inspectWidth) page() {
 	now := w.now()
 	w.mu.Lock()
@@ -58,12 +60,29 @@ func (w *inspectWidth) page() {
 		// The registry's ping, a connection and the page: three round trips at
 		// least (none but the page when the client has talked to it before).
 		w.turn, w.guessed = trip/3, true
+		w.resize(min(minWidth, w.bound))
+		return
 	case w.guessed || trip < w.turn:
 		w.turn, w.guessed = trip, false
 	default:
 		return
 	}
-	w.resize(min(max(int(w.turn/requestTurn), minWidth), w.bound))
+	w.resize(w.fromTurn())
+}
+
+// listed takes the first page's guess when the list had no other page.
+func (w *inspectWidth) listed() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.guessed {
+		w.guessed = false
+		w.resize(w.fromTurn())
+	}
+}
+
+// fromTurn is the width the round trip hides.
+func (w *inspectWidth) fromTurn() int {
+	return min(max(int(w.turn/requestTurn), minWidth), w.bound)
 }
 
 // resize gives out or takes back tokens for width.

@@ -10,7 +10,8 @@ import (
 func tokensFree(w *inspectWidth) int { return len(w.tokens) }
 
 // The width follows the round trip the tag pages measure: the first page's time
-// counts three round trips, and is replaced by the second page's; after that a
+// counts three round trips, a guess taken when the list ends with it and
+// replaced by the second page's otherwise (minWidth until then); after that a
 // shorter trip narrows the width (the tokens held come back as their
 // inspections end), a longer one does not widen it; without a page the width is
 // the bound.
@@ -44,8 +45,20 @@ func TestInspectWidthFollowsTheRoundTrip(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			w := newWidth(c.bound)
 			after(w, c.first)
+			if first := min(minWidth, c.bound); w.width != first || tokensFree(w) != first {
+				t.Errorf("first page after %v, bound %d: width %d (%d tokens); want %d until the list ends or another page comes",
+					c.first, c.bound, w.width, tokensFree(w), first)
+			}
+			w.listed()
 			if w.width != c.want || tokensFree(w) != c.want {
-				t.Errorf("first page after %v, bound %d: width %d (%d tokens); want %d", c.first, c.bound, w.width, tokensFree(w), c.want)
+				t.Errorf("a list of one page after %v, bound %d: width %d (%d tokens); want %d", c.first, c.bound, w.width, tokensFree(w), c.want)
+			}
+			w = newWidth(c.bound)
+			after(w, c.first)
+			after(w, c.first/3)
+			w.listed()
+			if w.width != c.want || tokensFree(w) != c.want {
+				t.Errorf("pages after %v and %v, bound %d: width %d (%d tokens); want %d", c.first, c.first/3, c.bound, w.width, tokensFree(w), c.want)
 			}
 		})
 	}
@@ -62,7 +75,8 @@ func TestInspectWidthFollowsTheRoundTrip(t *testing.T) {
 
 	t.Run("a shorter trip narrows, a longer one does not widen", func(t *testing.T) {
 		w := newWidth(64)
-		after(w, 9*time.Millisecond) // 3 ms a trip: 30
+		after(w, 9*time.Millisecond)
+		after(w, 3*time.Millisecond) // 30
 		held := 0
 		for range 30 {
 			if !w.acquire(context.Background()) {
@@ -93,8 +107,8 @@ func TestInspectWidthFollowsTheRoundTrip(t *testing.T) {
 	t.Run("the second page corrects the first page's guess, then only shorter trips count", func(t *testing.T) {
 		w := newWidth(64)
 		after(w, 3*time.Millisecond) // a client that pinged before: one trip, guessed as three
-		if w.width != 10 {
-			t.Fatalf("after a first page in 3 ms: width %d; want 10", w.width)
+		if w.width != minWidth || w.turn != time.Millisecond {
+			t.Fatalf("after a first page in 3 ms: width %d, trip %v; want %d and 1ms", w.width, w.turn, minWidth)
 		}
 		after(w, 5*time.Millisecond) // 50
 		if w.width != 50 || tokensFree(w) != 50 {
@@ -108,7 +122,8 @@ func TestInspectWidthFollowsTheRoundTrip(t *testing.T) {
 
 	t.Run("widening forgives a narrowing's debt first", func(t *testing.T) {
 		w := newWidth(64)
-		after(w, 12*time.Millisecond) // 40
+		after(w, 12*time.Millisecond)
+		w.listed() // 40
 		for range 40 {
 			w.acquire(context.Background())
 		}
