@@ -32,19 +32,8 @@ func TestInspectorSharesPlatformSets(t *testing.T) {
 		s.PushIndex(t, "app", tag, rt.Index(t0.Add(time.Duration(i)*time.Hour), platforms))
 		tags = append(tags, tag)
 	}
-	remote, err := NewRemote(WithKeychain(authn.NewMultiKeychain()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo, err := name.NewRepository(s.Ref("app"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := PolicySpec{Strategy: "newest-build"}.Compile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := NewResolver(remote).newInspector(context.Background(), repo, p)
+	_, in := newestBuildInspector(t, s, 8)
+	defer in.stop()
 	infos, err := in.meta(context.Background(), tags)
 	if err != nil {
 		t.Fatal(err)
@@ -87,23 +76,10 @@ func TestInspectorNarrowsForANearbyRegistry(t *testing.T) {
 				s.Push(t, "app", fmt.Sprintf("build-%02d", i), img)
 			}
 			s.SetLatency(c.latency)
-			remote, err := NewRemote(WithKeychain(authn.NewMultiKeychain()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			repo, err := name.NewRepository(s.Ref("app"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := PolicySpec{Strategy: "newest-build"}.Compile()
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := NewResolver(remote, WithConcurrency(64))
-			in := r.newInspector(context.Background(), repo, p)
+			remote, in := newestBuildInspector(t, s, 64)
 			defer in.stop()
 			var pages int
-			tags, err := remote.ListTags(withTagPages(context.Background(), func(tags []string) { pages++; in.width.page() }), repo)
+			tags, err := remote.ListTags(withTagPages(context.Background(), func(tags []string) { pages++; in.width.page() }), in.repo)
 			if err != nil || len(tags) != 100 || pages != 10 {
 				t.Fatalf("listed %d tags in %d pages, %v; want 100 in 10", len(tags), pages, err)
 			}
@@ -118,4 +94,23 @@ func TestInspectorNarrowsForANearbyRegistry(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newestBuildInspector is the inspector of a newest-build resolution over
+// repository "app" of s, by a Remote of its own with a bound of concurrency.
+func newestBuildInspector(t *testing.T, s *rt.Server, concurrency int) (*Remote, *inspector) {
+	t.Helper()
+	remote, err := NewRemote(WithKeychain(authn.NewMultiKeychain()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, err := name.NewRepository(s.Ref("app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := PolicySpec{Strategy: "newest-build"}.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return remote, NewResolver(remote, WithConcurrency(concurrency)).newInspector(context.Background(), repo, p)
 }
