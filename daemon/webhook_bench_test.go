@@ -187,31 +187,41 @@ func TestFloodHelperProcess(t *testing.T) {
 	parts := strings.Split(spec, "|")
 	addr, host := parts[1], parts[2]
 	perSecond, _ := strconv.Atoi(parts[3])
+	// Open loop, as a registry's notifications are: each event is sent on its
+	// tick whatever the answers to the ones before take. The listener makes a
+	// delivery over its rate wait for its turn (up to a second): a sender that
+	// waited for each answer before the next would send a fraction of the rate.
 	var sent atomic.Int64
 	var wg sync.WaitGroup
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 5 * time.Second}
-	const workers = 8
-	for w := range workers {
+	const maxInFlight = 1024 // a second and more of the rate, waiting for its turn
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: maxInFlight}, Timeout: 5 * time.Second}
+	inFlight := make(chan struct{}, maxInFlight)
+	tick := time.NewTicker(time.Second / time.Duration(perSecond))
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+			select {
+			case inFlight <- struct{}{}:
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
 		wg.Go(func() {
-			tick := time.NewTicker(time.Second * workers / time.Duration(perSecond))
-			defer tick.Stop()
-			for i := 0; ; i++ {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
-				repo := fmt.Sprintf("unrelated/r%d-%d", w, i)
-				body := fmt.Sprintf(`{"events":[{"id":"e-%d-%d","timestamp":"2026-12-05T12:00:00Z","action":"push","target":{"mediaType":"application/vnd.oci.image.manifest.v1+json","size":100,"digest":"sha256:%064x","length":100,"repository":%q,"tag":"v1"},"request":{"host":%q,"method":"PUT"}}]}`,
-					w, i, i, repo, host)
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/webhooks/distribution", strings.NewReader(body))
-				req.Header.Set("Authorization", "Bearer "+testHookSecret)
-				req.Header.Set("Content-Type", "application/vnd.docker.distribution.events.v2+json")
-				if resp, err := client.Do(req); err == nil {
-					io.Copy(io.Discard, resp.Body) //nolint:errcheck
-					resp.Body.Close()
-					sent.Add(1)
-				}
+			defer func() { <-inFlight }()
+			repo := fmt.Sprintf("unrelated/r%d", i)
+			body := fmt.Sprintf(`{"events":[{"id":"e-%d","timestamp":"2026-12-05T12:00:00Z","action":"push","target":{"mediaType":"application/vnd.oci.image.manifest.v1+json","size":100,"digest":"sha256:%064x","length":100,"repository":%q,"tag":"v1"},"request":{"host":%q,"method":"PUT"}}]}`,
+				i, i, repo, host)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/webhooks/distribution", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+testHookSecret)
+			req.Header.Set("Content-Type", "application/vnd.docker.distribution.events.v2+json")
+			if resp, err := client.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body) //nolint:errcheck
+				resp.Body.Close()
+				sent.Add(1)
 			}
 		})
 	}
