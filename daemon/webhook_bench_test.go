@@ -162,6 +162,10 @@ const floodEnv = "IMAGE_RESOLVER_TEST_FLOOD"
 // -test.bench ...) to keep the sender's CPU out of the daemon's.
 const floodCPUsEnv = "IMAGE_RESOLVER_BENCH_FLOOD_CPUS"
 
+// floodWorkersEnv, when set, makes BenchmarkFloodP99Interleaved's daemon render
+// in worker processes, as the sidecar runs it, rather than in its own process.
+const floodWorkersEnv = "IMAGE_RESOLVER_BENCH_FLOOD_WORKERS"
+
 // TestFloodHelperProcess is the sender of flood, or the sink of floodSink, run
 // as a process of its own until its stdin closes.
 func TestFloodHelperProcess(t *testing.T) {
@@ -241,7 +245,11 @@ func TestFloodHelperProcess(t *testing.T) {
 func BenchmarkFloodP99Interleaved(b *testing.B) {
 	s := rt.New(b)
 	pushTags(b, s, "web", "linux/amd64", "1.0.0", "1.1.0")
-	d, _ := startDaemon(b, webhookConfig(b), WithNotifier(&fakeNotifier{}))
+	opts := []Option{WithNotifier(&fakeNotifier{})}
+	if os.Getenv(floodWorkersEnv) != "" {
+		opts = append(opts, WithRenderWorkers(workerCommand))
+	}
+	d, _ := startDaemon(b, webhookConfig(b), opts...)
 	image := s.Ref("web")
 	dir := appDir(b, image+":1.0.0")
 	policy := map[string]string{"image-list": "web=" + image + ":~1", "web.platforms": "linux/amd64"}
