@@ -1,10 +1,7 @@
 package cache
 
 import (
-	"unique"
-
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
 )
@@ -17,7 +14,7 @@ import (
 // the read.
 func keepManifest(m *resolve.Manifest, key string) string {
 	m.Raw = compact(m.Raw)
-	m.MediaType = internMediaType(m.MediaType)
+	m.MediaType = resolve.InternMediaType(m.MediaType)
 	m.Digest = digestSharing(m.Digest, key)
 	return key
 }
@@ -29,9 +26,4 @@ func digestSharing(d v1.Hash, key string) v1.Hash {
 		return v1.Hash{Algorithm: key[:n], Hex: key[n+1:]}
 	}
 	return d
-}
-
-// internMediaType returns mt as one shared string per distinct media type.
-func internMediaType(mt types.MediaType) types.MediaType {
-	return types.MediaType(unique.Make(string(mt)).Value())
 }

@@ -172,7 +172,7 @@ func TestKeepManifestSharesItsKey(t *testing.T) {
 		t.Errorf("raw keeps %d spare bytes", spare)
 	}
 	other := types.MediaType(strings.Clone(string(types.OCIManifestSchema1)))
-	if unsafe.StringData(string(m.MediaType)) != unsafe.StringData(string(internMediaType(other))) {
+	if unsafe.StringData(string(m.MediaType)) != unsafe.StringData(string(resolve.InternMediaType(other))) {
 		t.Error("the media type is not interned")
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"unique"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -181,7 +182,7 @@ func (c *repoClient) fetchManifest(ctx context.Context, id string, byDigest bool
 	if err != nil {
 		return nil, v1.Hash{}, "", err
 	}
-	mediaType := knownMediaType(resp.Header.Get("Content-Type"))
+	mediaType := InternMediaType(types.MediaType(resp.Header.Get("Content-Type")))
 	if mediaType == types.DockerManifestSchema1Signed {
 		// As go-containerregistry does for older registries: a signed schema 1
 		// manifest's digest is the registry's.
@@ -338,16 +339,17 @@ var manifestMediaTypes = []types.MediaType{types.OCIImageIndex, types.OCIManifes
 	types.DockerManifestList, types.DockerManifestSchema2, types.DockerManifestSchema1,
 	types.DockerManifestSchema1Signed}
 
-// knownMediaType is contentType as a MediaType, the package constant when it is
-// one: a tag's info keeps its media type, and the header's string would keep
-// the response's header values with it.
-func knownMediaType(contentType string) types.MediaType {
-	for _, mt := range manifestMediaTypes {
-		if string(mt) == contentType {
-			return mt
+// InternMediaType returns mt as one shared string per distinct media type: the
+// package constant for those manifests are commonly served as, else the
+// unique package's. A tag's info and a kept manifest hold their media type, and
+// a response header's string is an allocation of its own per response.
+func InternMediaType(mt types.MediaType) types.MediaType {
+	for _, known := range manifestMediaTypes {
+		if known == mt {
+			return known
 		}
 	}
-	return types.MediaType(contentType)
+	return types.MediaType(unique.Make(string(mt)).Value())
 }
 
 // hashOf is the digest of b with algorithm (sha256, sha512: v1.Hasher's).

@@ -86,30 +86,20 @@ func (w *inspectWidth) fromTurn() int {
 	return min(max(int(w.turn/requestTurn), minWidth), w.bound)
 }
 
-// resize gives out or takes back tokens for width.
+// resize gives out or takes back tokens for width. It widens only from the
+// first page's width, minWidth, the least there is: no narrowing came before,
+// so no debt is owed when it does.
 func (w *inspectWidth) resize(width int) {
 	switch {
-	case !w.decided:
-		w.give(width)
 	case width < w.width:
 		w.narrow(width)
 	case width > w.width:
-		more := width - w.width
-		forgiven := min(more, w.debt)
-		w.debt -= forgiven
-		for range more - forgiven {
+		for range width - w.width {
 			w.tokens <- struct{}{}
 		}
 		w.width = width
 	}
-}
-
-// give gives out the first width's tokens.
-func (w *inspectWidth) give(width int) {
-	w.decided, w.width = true, width
-	for range width {
-		w.tokens <- struct{}{}
-	}
+	w.decided = true
 }
 
 // narrow takes tokens back down to width: those not taken at once, and the rest
@@ -131,7 +121,7 @@ func (w *inspectWidth) narrow(width int) {
 func (w *inspectWidth) acquire(ctx context.Context) bool {
 	w.mu.Lock()
 	if !w.decided {
-		w.give(w.bound)
+		w.resize(w.bound)
 	}
 	w.mu.Unlock()
 	select {

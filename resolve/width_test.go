@@ -120,21 +120,6 @@ func TestInspectWidthFollowsTheRoundTrip(t *testing.T) {
 		}
 	})
 
-	t.Run("widening forgives a narrowing's debt first", func(t *testing.T) {
-		w := newWidth(64)
-		after(w, 12*time.Millisecond)
-		w.listed() // 40
-		for range 40 {
-			w.acquire(context.Background())
-		}
-		after(w, time.Millisecond) // 10: a debt of 30
-		w.guessed = true           // as if the 1 ms trip were still a guess
-		after(w, 2*time.Millisecond)
-		if w.width != 20 || w.debt != 20 || tokensFree(w) != 0 {
-			t.Errorf("widened from 10 to 20 with 40 held: width %d, debt %d, %d tokens free; want 20, 20, 0", w.width, w.debt, tokensFree(w))
-		}
-	})
-
 	t.Run("acquire gives up when the resolution ends", func(t *testing.T) {
 		w := newWidth(64)
 		after(w, 300*time.Microsecond)
