@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/webhook"
 	"github.com/argocd-image-resolver/argocd-image-resolver/render"
 )
 
@@ -21,6 +22,13 @@ import (
 const renderWorkerEnv = "DAEMON_TEST_RENDER_WORKER"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(webhookListenerEnv) == "1" {
+		if err := webhook.ServeProcess(os.Stdin, os.Stdout, os.NewFile(3, "webhook listener")); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(renderWorkerEnv) == "1" {
 		startSlowly() // as a worker linking Helm and Kustomize does
 		if err := render.ServeWorker(os.Stdin, os.Stdout); err != nil {

@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -32,12 +33,14 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/cache"
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/webhook"
 	"github.com/argocd-image-resolver/argocd-image-resolver/internal/compose"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/pipeline"
 	"github.com/argocd-image-resolver/argocd-image-resolver/plugin"
 	"github.com/argocd-image-resolver/argocd-image-resolver/render"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
+	"golang.org/x/net/netutil"
 )
 
 // shutdownTimeout bounds the wait for requests in flight when the daemon stops.
@@ -64,10 +67,17 @@ type Daemon struct {
 	// waiting to be read again (pushes.go); shared is the Redis tier (nil: none).
 	pushes *pushQueue
 	shared *cache.Redis
-	// webhooks serves the registry webhooks on webhookAddr (nil: off).
+	// webhooks serves the registry webhooks on webhookAddr in this process (nil:
+	// off, or served by the listener process hookProc).
 	webhooks http.Handler
-	pins     PinWriter
-	workers  *render.Workers // nil: renders in this process
+	// hookStart starts the webhook listener process (nil: in this process);
+	// hookSecrets are its secrets until it starts.
+	hookStart    func() *exec.Cmd
+	hookSecrets  webhook.Secrets
+	hookProcOpts []webhook.ProcessOption
+	hookProc     *webhook.Process
+	pins         PinWriter
+	workers      *render.Workers // nil: renders in this process
 	// memory is the budget's split; admit admits renders against it.
 	memory MemoryPlan
 	admit  *admission
@@ -141,7 +151,8 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	if shared != nil {
 		shared.OnPush(d.heardPush)
 	}
-	if d.webhooks, err = d.newWebhookHandler(o.hookOpts...); err != nil {
+	d.hookStart, d.hookProcOpts = o.hookListener, o.hookProc
+	if d.webhooks, err = d.newWebhookHandler(o); err != nil {
 		d.Registry.Close()
 		return nil, err
 	}
@@ -240,9 +251,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 		servers = append(servers, &http.Server{Handler: d.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second})
 		listeners = append(listeners, d.metricsLn)
 	}
-	if d.hookLn != nil {
-		servers = append(servers, newWebhookServer(d.webhooks))
-		listeners = append(listeners, d.hookLn)
+	switch {
+	case d.hookLn != nil && d.hookStart != nil:
+		if err := d.startWebhookProcess(ctx); err != nil {
+			d.socketLn.Close()
+			d.Registry.Close()
+			return err
+		}
+	case d.hookLn != nil:
+		servers = append(servers, webhook.NewServer(d.webhooks))
+		listeners = append(listeners, netutil.LimitListener(d.hookLn, webhook.MaxConns))
 	}
 	errc := make(chan error, len(servers))
 	for i, srv := range servers {
@@ -308,6 +326,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if serr := srv.Shutdown(sctx); serr != nil && err == nil && !errors.Is(serr, context.DeadlineExceeded) {
 			err = serr
 		}
+	}
+	if d.hookProc != nil {
+		d.hookProc.Stop(sctx)
+		d.hookLn.Close()
 	}
 	d.Registry.Close()
 	if d.workers != nil {

@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"golang.org/x/net/netutil"
 )
 
 // Listen binds the socket and the metrics address, so that a caller learns of a
@@ -44,7 +42,7 @@ func (d *Daemon) Listen() error {
 		}
 		d.metricsLn = mln
 	}
-	if d.webhooks != nil {
+	if d.cfg.WebhookAddr != "" {
 		hln, err := net.Listen("tcp", d.cfg.WebhookAddr)
 		if err != nil {
 			ln.Close()
@@ -53,10 +51,8 @@ func (d *Daemon) Listen() error {
 			}
 			return fmt.Errorf("webhook address %s (webhookAddr): %w", d.cfg.WebhookAddr, err)
 		}
-		// The listener faces senders from anywhere: at most maxWebhookConns
-		// connections are served and the next ones wait in the kernel's backlog, so that
-		// idle or slow connections cannot grow the daemon's memory.
-		d.hookLn = netutil.LimitListener(hln, maxWebhookConns)
+		// Whoever serves it bounds its connections (webhook.MaxConns).
+		d.hookLn = hln
 	}
 	d.socketLn = ln
 	return nil

@@ -20,6 +20,7 @@ type options struct {
 	notifier     Notifier
 	refreshEvery time.Duration
 	worker       func() *exec.Cmd
+	hookListener func() *exec.Cmd
 
 	// Test hooks, set by this package's tests only (withCacheOptions,
 	// withPinWriterOptions, withResolvedHook).
@@ -27,12 +28,20 @@ type options struct {
 	pinOpts   []pin.WriterOption
 	resolved  func(app string, req resolve.Request)
 	hookOpts  []webhook.Option
+	hookProc  []webhook.ProcessOption
 }
 
-// withWebhookOptions adds options of the webhook handler (benchmarks: the rate
-// limit lifted, to measure every event of a flood handled).
+// withWebhookOptions adds options of the webhook handler served in the daemon's
+// process (benchmarks: the rate limit lifted, to measure every event of a flood
+// handled).
 func withWebhookOptions(opts ...webhook.Option) Option {
 	return func(o *options) { o.hookOpts = append(o.hookOpts, opts...) }
+}
+
+// withWebhookProcessOptions adds options of the webhook listener process
+// (tests: its limits).
+func withWebhookProcessOptions(opts ...webhook.ProcessOption) Option {
+	return func(o *options) { o.hookProc = append(o.hookProc, opts...) }
 }
 
 // withCacheOptions adds options of the registry cache after the configuration's
@@ -59,6 +68,17 @@ func withResolvedHook(f func(app string, req resolve.Request)) Option {
 // or whose caller left, is stopped for real. Without it, renders run in the
 // daemon's process.
 func WithRenderWorkers(start func() *exec.Cmd) Option { return func(o *options) { o.worker = start } }
+
+// WithWebhookListener makes the daemon serve the registry webhooks in a process
+// of its own, started by start (a command running webhook.ServeProcess:
+// `argocd-image-resolver webhook-listener`), at a lower priority than the
+// daemon and its render workers, so that a flood of deliveries cannot slow the
+// renders: Go's scheduler has no priorities among goroutines, the kernel's has
+// among processes. The daemon holds the listener; the process is started again
+// if it exits. Without it, the webhooks are served in the daemon's process.
+func WithWebhookListener(start func() *exec.Cmd) Option {
+	return func(o *options) { o.hookListener = start }
+}
 
 // WithNotifier gives the refresh loop the way to ask Argo CD for a render
 // (notify.Kubernetes). Without one, or with refresh: off, the loop does not run.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -75,12 +76,30 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // have (the list, the new candidate's manifest and config); a push of nothing the
 // policy chooses reads the list and refreshes nothing; a push to a repository no
 // app uses costs no request; a wrong secret changes nothing.
+// It holds with the webhooks served in the daemon's process and in a listener
+// process of their own, as the sidecar serves them.
 func TestWebhookPushRefreshesTheApp(t *testing.T) {
+	t.Run("in process", func(t *testing.T) { testWebhookPushRefreshesTheApp(t) })
+	t.Run("listener process", func(t *testing.T) { testWebhookPushRefreshesTheApp(t, WithWebhookListener(webhookListenerCommand)) })
+}
+
+// webhookListenerEnv makes this test binary a webhook listener process (TestMain).
+const webhookListenerEnv = "IMAGE_RESOLVER_TEST_WEBHOOK_LISTENER"
+
+// webhookListenerCommand starts this test binary as the webhook listener
+// process (WithWebhookListener).
+func webhookListenerCommand() *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), webhookListenerEnv+"=1")
+	return cmd
+}
+
+func testWebhookPushRefreshesTheApp(t *testing.T, opts ...Option) {
 	s := rt.New(t)
 	pushTags(t, s, "web", "linux/amd64", "1.0.0", "1.1.0")
 	cfg := webhookConfig(t)
 	n := &fakeNotifier{}
-	d, _ := startDaemon(t, cfg, WithNotifier(n))
+	d, _ := startDaemon(t, cfg, append(opts, WithNotifier(n))...)
 	image := s.Ref("web")
 	dir := appDir(t, image+":1.0.0")
 	policy := map[string]string{"image-list": "web=" + image + ":~1", "web.platforms": "linux/amd64"}

@@ -43,11 +43,12 @@ func BenchmarkRenderDuringWebhookFlood(b *testing.B) {
 			s := rt.New(b)
 			pushTags(b, s, "web", "linux/amd64", "1.0.0", "1.1.0")
 			cfg := webhookConfig(b)
-			var opts []Option
+			opts := floodDaemonOptions()
 			if c.unlimited {
-				opts = append(opts, withWebhookOptions(webhook.WithRate(0, 1)))
+				opts = append(opts, withWebhookOptions(webhook.WithRate(0, 1)),
+					withWebhookProcessOptions(webhook.WithProcessLimits(webhook.Limits{Rate: -1})))
 			}
-			d, _ := startDaemon(b, cfg, append(opts, WithNotifier(&fakeNotifier{}))...)
+			d, _ := startDaemon(b, cfg, opts...)
 			image := s.Ref("web")
 			dir := appDir(b, image+":1.0.0")
 			policy := map[string]string{"image-list": "web=" + image + ":~1", "web.platforms": "linux/amd64"}
@@ -126,6 +127,14 @@ func helperProcess(tb testing.TB, spec string, listener *os.File) (stop func() i
 	if cpus := os.Getenv(floodCPUsEnv); cpus != "" {
 		args = append([]string{"taskset", "-c", cpus}, args...)
 	}
+	// The sender stands for a registry, whose CPU is elsewhere: on this machine
+	// it runs below everything measured. The sink stands for the same deliveries
+	// received, and dropped, by a process of the listener's priority.
+	nice := strconv.Itoa(floodSenderNice)
+	if spec == "sink" {
+		nice = strconv.Itoa(webhook.DefaultNice)
+	}
+	args = append([]string{"nice", "-n", nice}, args...)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), floodEnv+"="+spec)
 	if listener != nil {
@@ -166,6 +175,23 @@ const floodCPUsEnv = "IMAGE_RESOLVER_BENCH_FLOOD_CPUS"
 // in worker processes, as the sidecar runs it, rather than in its own process.
 const floodWorkersEnv = "IMAGE_RESOLVER_BENCH_FLOOD_WORKERS"
 
+// floodInProcessEnv, when set, makes the flood benchmarks' daemon serve the
+// webhooks in its own process, as before the listener process (the baseline).
+const floodInProcessEnv = "IMAGE_RESOLVER_BENCH_FLOOD_IN_PROCESS"
+
+// floodSenderNice is the flood sender's nice value.
+const floodSenderNice = 19
+
+// floodDaemonOptions serve the webhooks as the sidecar does, in a listener
+// process, unless floodInProcessEnv is set.
+func floodDaemonOptions() []Option {
+	opts := []Option{WithNotifier(&fakeNotifier{})}
+	if os.Getenv(floodInProcessEnv) == "" {
+		opts = append(opts, WithWebhookListener(webhookListenerCommand))
+	}
+	return opts
+}
+
 // TestFloodHelperProcess is the sender of flood, or the sink of floodSink, run
 // as a process of its own until its stdin closes.
 func TestFloodHelperProcess(t *testing.T) {
@@ -195,6 +221,8 @@ func TestFloodHelperProcess(t *testing.T) {
 	// tick whatever the answers to the ones before take. The listener makes a
 	// delivery over its rate wait for its turn (up to a second): a sender that
 	// waited for each answer before the next would send a fraction of the rate.
+	// A tick sends every event due since the start: a ticker drops the ticks of
+	// a receiver that ran late, and a sender below the renders' priority does.
 	var sent atomic.Int64
 	var wg sync.WaitGroup
 	const maxInFlight = 1024 // a second and more of the rate, waiting for its turn
@@ -202,14 +230,17 @@ func TestFloodHelperProcess(t *testing.T) {
 	inFlight := make(chan struct{}, maxInFlight)
 	tick := time.NewTicker(time.Second / time.Duration(perSecond))
 	defer tick.Stop()
-	for i := 0; ; i++ {
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
+	start := time.Now()
+	for i := 0; ctx.Err() == nil; i++ {
+		if due := int(time.Since(start) * time.Duration(perSecond) / time.Second); i >= due {
 			select {
-			case inFlight <- struct{}{}:
 			case <-ctx.Done():
+			case <-tick.C:
 			}
+		}
+		select {
+		case inFlight <- struct{}{}:
+		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
 			break
@@ -245,7 +276,7 @@ func TestFloodHelperProcess(t *testing.T) {
 func BenchmarkFloodP99Interleaved(b *testing.B) {
 	s := rt.New(b)
 	pushTags(b, s, "web", "linux/amd64", "1.0.0", "1.1.0")
-	opts := []Option{WithNotifier(&fakeNotifier{})}
+	opts := floodDaemonOptions()
 	if os.Getenv(floodWorkersEnv) != "" {
 		opts = append(opts, WithRenderWorkers(workerCommand))
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // TestWebhookListenerBoundsConnections: the webhook listener serves at most
-// maxWebhookConns connections at once; one more waits, unanswered, until one of
+// webhook.MaxConns connections at once; one more waits, unanswered, until one of
 // them closes, and is served then.
 func TestWebhookListenerBoundsConnections(t *testing.T) {
 	d, _ := startDaemon(t, webhookConfig(t))
@@ -33,13 +33,13 @@ func TestWebhookListenerBoundsConnections(t *testing.T) {
 		return resp, err
 	}
 	// Each held connection is answered once, then kept open, idle (keep-alive).
-	held := make([]net.Conn, 0, maxWebhookConns)
+	held := make([]net.Conn, 0, webhook.MaxConns)
 	t.Cleanup(func() {
 		for _, c := range held {
 			c.Close()
 		}
 	})
-	for i := range maxWebhookConns {
+	for i := range webhook.MaxConns {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
@@ -55,7 +55,7 @@ func TestWebhookListenerBoundsConnections(t *testing.T) {
 	}
 	defer extra.Close()
 	if resp, err := ask(extra, time.Second); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("connection %d of %d allowed: answered %v, %v; want no answer", maxWebhookConns+1, maxWebhookConns, resp, err)
+		t.Fatalf("connection %d of %d allowed: answered %v, %v; want no answer", webhook.MaxConns+1, webhook.MaxConns, resp, err)
 	}
 	held[0].Close()
 	_ = extra.SetReadDeadline(time.Now().Add(10 * time.Second))

@@ -76,7 +76,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.Version = buildVersion().Version
 	root.SetVersionTemplate(buildVersion().String() + "\n")
-	root.AddCommand(newResolveCommand(), newRenderWorkerCommand(), newGenerateCommand(), newPreviewCommand(), newParametersCommand(),
+	root.AddCommand(newResolveCommand(), newRenderWorkerCommand(), newWebhookListenerCommand(), newGenerateCommand(), newPreviewCommand(), newParametersCommand(),
 		newServeCommand(), newSidecarCommand(), newVersionCommand(), newMigrateCommand(), newInstallCommand())
 	return root
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/argocd-image-resolver/argocd-image-resolver/config"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon"
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/api"
+	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/webhook"
 	"github.com/argocd-image-resolver/argocd-image-resolver/notify"
 	"github.com/argocd-image-resolver/argocd-image-resolver/render"
 	"github.com/argocd-image-resolver/argocd-image-resolver/resolve"
@@ -91,7 +92,8 @@ func daemonSettings(cmd *cobra.Command, logs *logFlags, flags *config.Flags) (*s
 // $KUBECONFIG). Without a Kubernetes API the daemon serves renders and says that
 // the loop is off.
 func daemonOptions(cfg config.Config, log *slog.Logger) []daemon.Option {
-	opts := []daemon.Option{daemon.WithLogger(log), daemon.WithRenderWorkers(renderWorkerCommand)}
+	opts := []daemon.Option{daemon.WithLogger(log), daemon.WithRenderWorkers(renderWorkerCommand),
+		daemon.WithWebhookListener(webhookListenerCommand)}
 	if cfg.Refresh != config.RefreshHard {
 		return opts
 	}
@@ -116,6 +118,35 @@ func renderWorkerCommand() *exec.Cmd {
 	cmd := exec.Command(exe, "render-worker")
 	cmd.Env = workerEnviron(os.Environ())
 	return cmd
+}
+
+// webhookListenerCommand starts the webhook listener process: this program's
+// webhook-listener command. Its secrets come over its standard input, not its
+// environment, which keeps only what a render worker's keeps.
+func webhookListenerCommand() *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	cmd := exec.Command(exe, "webhook-listener")
+	cmd.Env = workerEnviron(os.Environ())
+	return cmd
+}
+
+// newWebhookListenerCommand is the daemon's webhook listener: it serves the
+// registry webhooks on the listener it inherits (fd 3), at a lower priority,
+// handing their pushes to the daemon over its standard output
+// (webhook.ServeProcess), until the daemon closes its standard input.
+func newWebhookListenerCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "webhook-listener",
+		Short:  "Serve the registry webhooks for a daemon, at a lower priority (started by serve and sidecar)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return webhook.ServeProcess(cmd.InOrStdin(), cmd.OutOrStdout(), os.NewFile(3, "webhook listener"))
+		},
+	}
 }
 
 // workerEnviron is what a render worker inherits of the daemon's environment: only

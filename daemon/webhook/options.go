@@ -120,3 +120,47 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+// Limits are a Handler's bounds as one value, for a listener process
+// (StartProcess): a zero field keeps the default; a negative Rate lifts the
+// limit.
+type Limits struct {
+	Rate          float64       `json:"rate,omitempty"`
+	Burst         int           `json:"burst,omitempty"`
+	MaxWait       time.Duration `json:"maxWait,omitempty"`
+	MaxBody       int64         `json:"maxBody,omitempty"`
+	ReplayWindow  time.Duration `json:"replayWindow,omitempty"`
+	ReplayEntries int           `json:"replayEntries,omitempty"`
+}
+
+// options are the Options l sets.
+func (l Limits) options() []Option {
+	var opts []Option
+	if l.Rate != 0 || l.Burst != 0 {
+		r, b := l.Rate, l.Burst
+		if r == 0 {
+			r = DefaultRate
+		}
+		if b == 0 {
+			b = DefaultBurst
+		}
+		opts = append(opts, WithRate(r, b))
+	}
+	if l.MaxWait != 0 {
+		opts = append(opts, WithMaxWait(l.MaxWait))
+	}
+	if l.MaxBody != 0 {
+		opts = append(opts, WithMaxBody(l.MaxBody))
+	}
+	if l.ReplayWindow != 0 || l.ReplayEntries != 0 {
+		w, n := l.ReplayWindow, l.ReplayEntries
+		if w == 0 {
+			w = DefaultReplayWindow
+		}
+		if n == 0 {
+			n = DefaultReplayEntries
+		}
+		opts = append(opts, WithReplayWindow(w, n))
+	}
+	return opts
+}

@@ -55,8 +55,21 @@ func (s *replaySet) first(key replayKey, now time.Time) bool {
 	return true
 }
 
+// forget drops key, seen at, so that the sender's retry of a delivery that
+// could not be handed on is taken.
+func (s *replaySet) forget(key replayKey, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seen, ok := s.seen[key]; ok && seen.Equal(at) {
+		delete(s.seen, key)
+	}
+}
+
 func (s *replaySet) forgetOldest() {
-	delete(s.seen, s.ring[s.head].key)
+	// A key forgotten and seen again since has a later time: it stays.
+	if e := s.ring[s.head]; s.seen[e.key].Equal(e.at) {
+		delete(s.seen, e.key)
+	}
 	s.ring[s.head] = replayEntry{}
 	s.head = (s.head + 1) % len(s.ring)
 	s.n--

@@ -171,11 +171,11 @@ type recordingSink struct {
 	unused map[string]bool
 }
 
-func (s *recordingSink) Push(_ context.Context, ev Event) bool {
+func (s *recordingSink) Push(_ context.Context, ev Event) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.events = append(s.events, ev)
-	return !s.unused[ev.Repository]
+	return !s.unused[ev.Repository], nil
 }
 
 func (s *recordingSink) got() []Event {

@@ -156,13 +156,19 @@ type delivery struct {
 }
 
 // deliver hands each push of d to the sink, counts every event, and answers 200
-// with a summary.
+// with a summary, or 503 when a push could not be handed on: its sender then
+// retries the delivery, which is not taken for a replay.
 func (h *Handler) deliver(ctx context.Context, w http.ResponseWriter, d *delivery, items []item) {
 	counts := make(map[string]int, 4)
 	for _, it := range items {
 		outcome := h.handle(ctx, d, it)
 		counts[outcome]++
 		h.events.WithLabelValues(d.srv.name, outcome).Inc()
+	}
+	if counts[outcomeUnavailable] > 0 {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the daemon did not take the pushes: retry", http.StatusServiceUnavailable)
+		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -174,7 +180,8 @@ func (h *Handler) deliver(ctx context.Context, w http.ResponseWriter, d *deliver
 // handle hands one event on, unless it is a replay or not a push, and tells its
 // outcome.
 func (h *Handler) handle(ctx context.Context, d *delivery, it item) string {
-	if h.replayed(d, it.id) {
+	key, seenAt, dup := h.replayed(d, it.id)
+	if dup {
 		h.log.Debug("webhook replay", "kind", d.srv.name)
 		return outcomeReplay
 	}
@@ -184,7 +191,14 @@ func (h *Handler) handle(ctx context.Context, d *delivery, it item) string {
 	}
 	ev := it.ev
 	ev.Kind = d.srv.name
-	used := h.sink.Push(ctx, ev)
+	used, err := h.sink.Push(ctx, ev)
+	if err != nil {
+		if !seenAt.IsZero() {
+			h.replays.forget(key, seenAt)
+		}
+		h.log.Warn("webhook push not taken; the sender is asked to retry", "kind", ev.Kind, "repository", ev.Repository, "err", err.Error())
+		return outcomeUnavailable
+	}
 	// A push no app uses is the common case on a shared registry: a line each
 	// at Info would flood the log with what changed nothing.
 	level := slog.LevelDebug
@@ -201,13 +215,14 @@ func (h *Handler) handle(ctx context.Context, d *delivery, it item) string {
 
 // replayed reports whether the event of id (the body's hash when "") was handled
 // in the window already. Events of one delivery sharing an id share a verdict.
-func (h *Handler) replayed(d *delivery, id string) bool {
+// An event seen first now is remembered under key at seenAt (zero otherwise).
+func (h *Handler) replayed(d *delivery, id string) (key replayKey, seenAt time.Time, dup bool) {
 	if h.replays == nil {
-		return false
+		return key, seenAt, false
 	}
 	if id == "" {
 		if !d.srv.spec.bodyReplay {
-			return false
+			return key, seenAt, false
 		}
 		if d.bodyID == "" {
 			sum := sha256.Sum256(d.body)
@@ -215,13 +230,16 @@ func (h *Handler) replayed(d *delivery, id string) bool {
 		}
 		id = d.bodyID
 	}
-	key := newReplayKey(d.srv.name, id)
+	key = newReplayKey(d.srv.name, id)
 	if dup, ok := d.decided[key]; ok {
-		return dup
+		return key, seenAt, dup
 	}
-	dup := !h.replays.first(key, d.now)
+	dup = !h.replays.first(key, d.now)
 	d.decided[key] = dup
-	return dup
+	if !dup {
+		seenAt = d.now
+	}
+	return key, seenAt, dup
 }
 
 // unauthorizedLogEvery is how often a kind's refused deliveries are logged.
@@ -245,4 +263,17 @@ func (s *logSampler) take(now time.Time) (unlogged int, ok bool) {
 	}
 	unlogged, s.unlogged, s.last = s.unlogged, 0, now
 	return unlogged, true
+}
+
+// MaxConns bounds a listener's connections at once: a registry sends on a few,
+// and each held costs a goroutine and its buffers. The next ones wait in the
+// kernel's backlog (netutil.LimitListener).
+const MaxConns = 256
+
+// NewServer serves h with bounds for callers from anywhere: headers within 5s,
+// a whole request within 10s, idle connections closed after 60s, headers of
+// at most 32 KiB.
+func NewServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 32 << 10}
 }

@@ -37,8 +37,10 @@ type Sink interface {
 	// Push is told of one push, on the request's goroutine and with its context,
 	// once for each push a delivery carries. It reports whether some app uses
 	// the repository (counted as accepted, else unused). It must return quickly:
-	// record the push and leave long work to others; the sender is waiting.
-	Push(ctx context.Context, ev Event) (used bool)
+	// record the push and leave long work to others; the sender is waiting. An
+	// error says the push was not taken (the daemon out of reach): the delivery
+	// is answered 503 so that its sender retries, and is not remembered as seen.
+	Push(ctx context.Context, ev Event) (used bool, err error)
 }
 
 // Secrets are the shared secrets by kind. A kind without a secret is not served:
@@ -150,6 +152,13 @@ func NewHandler(secrets Secrets, sink Sink, opts ...Option) (*Handler, error) {
 		h.replays = newReplaySet(cfg.replayWindow, cfg.replayEntries)
 	}
 	return h, nil
+}
+
+// CheckSecrets reports what NewHandler would refuse in secrets: a kind it does
+// not know, a secret shorter than MinSecretLength.
+func CheckSecrets(secrets Secrets) error {
+	_, err := serveKinds(secrets)
+	return err
 }
 
 func serveKinds(secrets Secrets) (map[string]*served, error) {

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package webhook
+
+// lowerPriority is Linux's alone: elsewhere the listener keeps the daemon's
+// priority.
+func lowerPriority(int) error { return nil }
