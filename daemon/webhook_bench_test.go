@@ -80,6 +80,9 @@ func BenchmarkRenderDuringWebhookFlood(b *testing.B) {
 				b.ReportMetric(metricValue(b, d, "argocd_image_resolver_webhook_events_total", map[string]string{"kind": "distribution", "outcome": o}), "events-"+o)
 			}
 			b.ReportMetric(float64(heapAfter-heapBefore)/(1<<20), "heap-growth-MiB")
+			if d.hookProc != nil {
+				b.ReportMetric(procStatusMiB(d.hookProc.Pid(), "VmHWM"), "listener-peak-MiB")
+			}
 		})
 	}
 }

@@ -18,7 +18,12 @@ import (
 // webhook.MaxConns connections at once; one more waits, unanswered, until one of
 // them closes, and is served then.
 func TestWebhookListenerBoundsConnections(t *testing.T) {
-	d, _ := startDaemon(t, webhookConfig(t))
+	t.Run("in process", func(t *testing.T) { testWebhookListenerBoundsConnections(t) })
+	t.Run("listener process", func(t *testing.T) { testWebhookListenerBoundsConnections(t, WithWebhookListener(webhookListenerCommand)) })
+}
+
+func testWebhookListenerBoundsConnections(t *testing.T, opts ...Option) {
+	d, _ := startDaemon(t, webhookConfig(t), opts...)
 	addr := d.WebhookAddr()
 	const req = "GET /webhooks/distribution HTTP/1.1\r\nHost: daemon\r\n\r\n"
 	ask := func(c net.Conn, within time.Duration) (*http.Response, error) {
@@ -70,7 +75,17 @@ func TestWebhookListenerBoundsConnections(t *testing.T) {
 // listener's rate (20 a second, bursts of 1 here) wait their turn and are all
 // served: a registry's burst of pushes is slowed, not refused.
 func TestWebhookBurstOverTheRateWaits(t *testing.T) {
-	d, _ := startDaemon(t, webhookConfig(t), withWebhookOptions(webhook.WithRate(20, 1)))
+	t.Run("in process", func(t *testing.T) {
+		testWebhookBurstOverTheRateWaits(t, withWebhookOptions(webhook.WithRate(20, 1)))
+	})
+	t.Run("listener process", func(t *testing.T) {
+		testWebhookBurstOverTheRateWaits(t, WithWebhookListener(webhookListenerCommand),
+			withWebhookProcessOptions(webhook.WithProcessLimits(webhook.Limits{Rate: 20, Burst: 1})))
+	})
+}
+
+func testWebhookBurstOverTheRateWaits(t *testing.T, opts ...Option) {
+	d, _ := startDaemon(t, webhookConfig(t), opts...)
 	const burst = 5 // the last waits 200ms, within the shipped second
 	statuses := make(chan int, burst)
 	var wg sync.WaitGroup

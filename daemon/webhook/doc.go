@@ -4,6 +4,10 @@
 // it names (registry, repository, tag, digest) to a Sink, which drops the cached
 // tag list and re-resolves the apps that use the repository.
 //
+// The daemon serves the Handler in a process of its own (Process, ServeProcess:
+// the program's webhook-listener command) at a lower priority, so that a
+// flood of deliveries cannot take the CPU its renders need.
+//
 // # Endpoints
 //
 // The daemon serves POST /webhooks/<kind> on its webhook address, and also

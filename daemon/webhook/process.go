@@ -123,6 +123,16 @@ func lowestEnabled(log *slog.Logger) slog.Level {
 	return slog.LevelError
 }
 
+// Pid is the running listener process's id (0 between two).
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cur == nil {
+		return 0
+	}
+	return p.cur.cmd.Process.Pid
+}
+
 // Ready is closed once a child serves.
 func (p *Process) Ready() <-chan struct{} { return p.ready }
 

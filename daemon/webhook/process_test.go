@@ -127,14 +127,7 @@ func (f *processFixture) count(t *testing.T, kind, outcome string) float64 {
 	return 0
 }
 
-func (f *processFixture) pid() int {
-	f.p.mu.Lock()
-	defer f.p.mu.Unlock()
-	if f.p.cur == nil {
-		return 0
-	}
-	return f.p.cur.cmd.Process.Pid
-}
+func (f *processFixture) pid() int { return f.p.Pid() }
 
 type syncBuffer struct {
 	mu sync.Mutex
@@ -320,5 +313,21 @@ func TestProcessStops(t *testing.T) {
 	if _, err := StartProcess(listenerCommand, ln.(*net.TCPListener), Secrets{"gitlab": []byte(secretOf("gitlab"))}, &recordingSink{}); err == nil ||
 		!strings.Contains(err.Error(), `unknown kind "gitlab"`) {
 		t.Errorf("an unknown kind: %v", err)
+	}
+}
+
+func TestProcessTakesItsLimits(t *testing.T) {
+	f := startTestProcess(t, &recordingSink{}, WithProcessLimits(Limits{Rate: 0.01, Burst: 1, MaxWait: time.Millisecond, MaxBody: 64}))
+	// The body bound: a push event is over 64 bytes.
+	if status, _ := f.post(t, secretOf("distribution"), "e-1", "team/web"); status != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body over MaxBody: %d, want 413", status)
+	}
+	// The rate: the burst of 1 was spent on the request above; the next turn is
+	// 100s away, over MaxWait.
+	if status, _ := f.post(t, secretOf("distribution"), "e-2", "team/web"); status != http.StatusTooManyRequests {
+		t.Errorf("a delivery over the rate: %d, want 429", status)
+	}
+	if got := f.count(t, "distribution", "rate-limited"); got != 1 {
+		t.Errorf("rate-limited %v, want 1", got)
 	}
 }
