@@ -19,7 +19,9 @@ import (
 // them closes, and is served then.
 func TestWebhookListenerBoundsConnections(t *testing.T) {
 	t.Run("in process", func(t *testing.T) { testWebhookListenerBoundsConnections(t) })
-	t.Run("listener process", func(t *testing.T) { testWebhookListenerBoundsConnections(t, WithWebhookListener(webhookListenerCommand)) })
+	t.Run("listener process", func(t *testing.T) {
+		testWebhookListenerBoundsConnections(t, WithWebhookListener(webhookListenerCommand))
+	})
 }
 
 func testWebhookListenerBoundsConnections(t *testing.T, opts ...Option) {
