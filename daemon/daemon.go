@@ -254,7 +254,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	switch {
 	case d.hookLn != nil && d.hookStart != nil:
 		if err := d.startWebhookProcess(ctx); err != nil {
-			d.socketLn.Close()
+			for _, ln := range []net.Listener{d.socketLn, d.metricsLn, d.hookLn} {
+				if ln != nil {
+					ln.Close()
+				}
+			}
 			d.Registry.Close()
 			return err
 		}

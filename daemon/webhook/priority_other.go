@@ -4,4 +4,4 @@ package webhook
 
 // lowerPriority is Linux's alone: elsewhere the listener keeps the daemon's
 // priority.
-func lowerPriority(int) error { return nil }
+func lowerPriority(int, bool) error { return nil }

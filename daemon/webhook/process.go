@@ -20,10 +20,10 @@ import (
 
 // Defaults of a listener process.
 const (
-	// DefaultNice is the listener process's nice value: under contention it gets
-	// about a tenth of the CPU the daemon's renders get (the kernel's weights of
-	// nice 10 and 0), and all of what they leave.
-	DefaultNice = 10
+	// DefaultNice is the listener process's nice value, the lowest priority a
+	// process can give itself; with idle scheduling (the default) it only
+	// orders the listener's threads among themselves.
+	DefaultNice = 19
 	// DefaultPushTimeout bounds how long the listener waits for the daemon to
 	// take a push before it answers the sender 503.
 	DefaultPushTimeout = 5 * time.Second
@@ -48,6 +48,7 @@ type Process struct {
 	base      map[[2]string]float64 // counts of the children that exited
 	readyOnce sync.Once
 	stopping  bool
+	stop      chan struct{} // closed by Stop: no child is started after it
 	done      chan struct{}
 }
 
@@ -66,9 +67,13 @@ func WithProcessLogger(log *slog.Logger) ProcessOption {
 // WithProcessLimits sets the child's handler bounds.
 func WithProcessLimits(l Limits) ProcessOption { return func(p *Process) { p.init.Limits = l } }
 
-// WithNice sets the child's nice value (default DefaultNice; 0 keeps the
-// daemon's priority).
-func WithNice(n int) ProcessOption { return func(p *Process) { p.init.Nice = n } }
+// WithPriority sets the child's nice value (default DefaultNice; 0 keeps the
+// daemon's) and whether it runs under SCHED_IDLE (default true): only on CPU
+// time the daemon and its render workers leave, giving it up at once when one
+// of them wakes.
+func WithPriority(nice int, idle bool) ProcessOption {
+	return func(p *Process) { p.init.Nice, p.init.Idle = nice, idle }
+}
 
 // WithPushTimeout bounds how long the child waits for a push to be taken.
 func WithPushTimeout(d time.Duration) ProcessOption {
@@ -96,8 +101,8 @@ func StartProcess(start func() *exec.Cmd, ln *net.TCPListener, secrets Secrets, 
 		return nil, fmt.Errorf("webhook listener: %w", err)
 	}
 	p := &Process{start: start, file: f, sink: sink, log: slog.New(slog.DiscardHandler), ready: make(chan struct{}),
-		init: processInit{Secrets: secrets, Nice: DefaultNice, PushTimeout: DefaultPushTimeout},
-		base: map[[2]string]float64{}, done: make(chan struct{}),
+		init: processInit{Secrets: secrets, Nice: DefaultNice, Idle: true, PushTimeout: DefaultPushTimeout},
+		base: map[[2]string]float64{}, stop: make(chan struct{}), done: make(chan struct{}),
 		desc: prometheus.NewDesc(namespace+"_webhook_events_total", eventsHelp, []string{"kind", "outcome"}, nil)}
 	for _, o := range opts {
 		o(p)
@@ -144,12 +149,14 @@ func (p *Process) run() {
 	for {
 		began := time.Now()
 		c, err := p.spawn()
-		if err == nil {
-			err = c.wait()
+		if c != nil { // started, if not told its init: wait for its end
+			if werr := c.wait(); err == nil {
+				err = werr
+			}
 		}
 		p.mu.Lock()
 		stopping := p.stopping
-		p.cur = nil
+		p.cur = nil // wait folded its counts already, under the same lock
 		p.mu.Unlock()
 		if stopping {
 			return
@@ -158,7 +165,11 @@ func (p *Process) run() {
 			backoff = time.Second
 		}
 		p.log.Error("webhook listener process exited; starting another", "err", err, "after", backoff)
-		time.Sleep(backoff)
+		select {
+		case <-time.After(backoff):
+		case <-p.stop:
+			return
+		}
 		backoff = min(2*backoff, 30*time.Second)
 	}
 }
@@ -167,6 +178,9 @@ func (p *Process) run() {
 // kills it if it has not by ctx's end, and starts no other.
 func (p *Process) Stop(ctx context.Context) {
 	p.mu.Lock()
+	if !p.stopping {
+		close(p.stop)
+	}
 	p.stopping = true
 	c := p.cur
 	p.mu.Unlock()
@@ -203,10 +217,12 @@ func (p *Process) Collect(ch chan<- prometheus.Metric) {
 	for k, v := range p.base {
 		total[k] = v
 	}
-	p.mu.Unlock()
-	for k, v := range now {
-		total[k] += v
+	if p.cur == c { // not exited meanwhile: its counts are not in the base yet
+		for k, v := range now {
+			total[k] += v
+		}
 	}
+	p.mu.Unlock()
 	keys := slices.SortedFunc(func(yield func([2]string) bool) {
 		for k := range total {
 			if !yield(k) {
@@ -239,7 +255,7 @@ func (p *Process) spawn() (*child, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the webhook listener: %w", err)
 	}
-	c := &child{p: p, cmd: cmd, stdin: stdin, conn: newConn(stdout, stdin), pending: map[uint64]chan message{},
+	c := &child{p: p, cmd: cmd, stdin: stdin, conn: newConn(stdout, stdin), pending: map[uint64]chan struct{}{},
 		last: map[[2]string]float64{}, read: make(chan error, 1)}
 	p.mu.Lock()
 	p.cur = c
@@ -266,8 +282,9 @@ type child struct {
 	next  atomic.Uint64
 
 	mu      sync.Mutex
-	pending map[uint64]chan message
+	pending map[uint64]chan struct{} // count requests, closed when answered
 	last    map[[2]string]float64
+	asking  bool // a count request is unanswered: no other is sent
 }
 
 // wait waits for the child to exit and folds its last counts into the base.
@@ -278,9 +295,14 @@ func (c *child) wait() error {
 	c.mu.Lock()
 	last := c.last
 	c.mu.Unlock()
+	// Folded and no longer current at once, so that a scrape never counts
+	// the child twice (a counter must not go back).
 	c.p.mu.Lock()
 	for k, v := range last {
 		c.p.base[k] += v
+	}
+	if c.p.cur == c {
+		c.p.cur = nil
 	}
 	c.p.mu.Unlock()
 	if err == nil && readErr != nil && !errors.Is(readErr, io.EOF) {
@@ -307,17 +329,13 @@ func (c *child) serve() error {
 		switch m.Type {
 		case msgReady:
 			c.p.readyOnce.Do(func() { close(c.p.ready) })
-			c.p.log.Info("webhook listener process serving", "pid", c.cmd.Process.Pid, "nice", c.p.init.Nice)
+			c.p.log.Info("webhook listener process serving", "pid", c.cmd.Process.Pid, "nice", c.p.init.Nice, "idle", c.p.init.Idle)
 		case msgPush:
 			if err := c.push(m); err != nil {
 				return err
 			}
 		case msgCounts:
-			c.mu.Lock()
-			if ch, ok := c.pending[m.ID]; ok {
-				ch <- m
-			}
-			c.mu.Unlock()
+			c.answered(m.ID, m.Counts)
 		case msgLog:
 			c.p.relog(m.Log)
 		default:
@@ -341,35 +359,55 @@ func (c *child) push(m message) error {
 	return c.conn.send(reply)
 }
 
-// counts asks the child for its counts, waiting up to wait; on no answer it
-// gives the last it had.
+// counts asks the child for its counts, waiting up to wait; without an answer
+// it gives the last it had. One request is in flight at most: a child that
+// stopped reading holds one sender, not one per scrape.
 func (c *child) counts(wait time.Duration) map[[2]string]float64 {
-	id := c.next.Add(1)
-	reply := make(chan message, 1)
 	c.mu.Lock()
-	c.pending[id] = reply
+	if c.asking {
+		defer c.mu.Unlock()
+		return c.last
+	}
+	c.asking = true
+	id := c.next.Add(1)
+	answered := make(chan struct{})
+	c.pending[id] = answered
 	c.mu.Unlock()
-	defer func() { c.mu.Lock(); delete(c.pending, id); c.mu.Unlock() }()
+	go func() {
+		if err := c.conn.send(message{Type: msgCount, ID: id}); err != nil {
+			c.answered(id, nil)
+		}
+	}()
 	t := time.NewTimer(wait)
 	defer t.Stop()
-	if err := c.conn.send(message{Type: msgCount, ID: id}); err == nil {
-		select {
-		case m, ok := <-reply:
-			if ok {
-				got := make(map[[2]string]float64, len(m.Counts))
-				for _, n := range m.Counts {
-					got[[2]string{n.Kind, n.Outcome}] = n.Value
-				}
-				c.mu.Lock()
-				c.last = got
-				c.mu.Unlock()
-			}
-		case <-t.C:
-		}
+	select {
+	case <-answered:
+	case <-t.C:
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.last
+}
+
+// answered ends the count request id, keeping counts when it has them.
+func (c *child) answered(id uint64, counts []count) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch, ok := c.pending[id]
+	if !ok {
+		return
+	}
+	delete(c.pending, id)
+	close(ch)
+	c.asking = false
+	if counts == nil {
+		return
+	}
+	got := make(map[[2]string]float64, len(counts))
+	for _, n := range counts {
+		got[[2]string{n.Kind, n.Outcome}] = n.Value
+	}
+	c.last = got
 }
 
 // relog logs a child's record with this process's logger.

@@ -46,6 +46,7 @@ type processInit struct {
 	Secrets     Secrets       `json:"secrets"`
 	Limits      Limits        `json:"limits"`
 	Nice        int           `json:"nice"`
+	Idle        bool          `json:"idle"`
 	LogLevel    slog.Level    `json:"logLevel"`
 	PushTimeout time.Duration `json:"pushTimeout"`
 }

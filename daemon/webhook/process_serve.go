@@ -23,7 +23,7 @@ import (
 // deliveries in flight end for up to shutdownWait.
 //
 // It runs apart from the daemon so that a flood of deliveries cannot take the
-// CPU its renders need: the kernel schedules processes by priority, and Go's
+// CPU its renders need: the kernel schedules threads by priority, and Go's
 // scheduler has none among goroutines.
 func ServeProcess(in io.Reader, out io.Writer, listener *os.File) error {
 	c := newConn(in, out)
@@ -38,8 +38,8 @@ func ServeProcess(in io.Reader, out io.Writer, listener *os.File) error {
 	}
 	listener.Close()
 	log := slog.New(&pipeLog{c: c, level: init.LogLevel})
-	if err := lowerPriority(init.Nice); err != nil {
-		log.Warn("webhook listener runs at the daemon's priority", "nice", init.Nice, "err", err)
+	if err := lowerPriority(init.Nice, init.Idle); err != nil {
+		log.Warn("webhook listener priority not lowered in full: a flood of deliveries may slow renders", "nice", init.Nice, "idle", init.Idle, "err", err)
 	}
 	sink := &parentSink{c: c, timeout: init.PushTimeout, pending: map[uint64]chan message{}}
 	reg := prometheus.NewRegistry()

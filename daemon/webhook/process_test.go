@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 )
 
 // listenerEnv makes this test binary a listener process (TestMain).
@@ -190,7 +191,7 @@ func TestProcessHandsPushesToItsParent(t *testing.T) {
 	}
 }
 
-func TestProcessRunsBelowItsParentAndKeepsSecretsOffItsCommandLine(t *testing.T) {
+func TestProcessRunsIdleAndKeepsSecretsOffItsCommandLine(t *testing.T) {
 	f := startTestProcess(t, &recordingSink{})
 	pid := f.pid()
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
@@ -210,9 +211,15 @@ func TestProcessRunsBelowItsParentAndKeepsSecretsOffItsCommandLine(t *testing.T)
 		if nice := 20 - prio; nice != DefaultNice { // the raw call returns 20 - nice
 			t.Errorf("thread %d of the listener process has nice %d, want %d", tid, nice, DefaultNice)
 		}
+		if attr, err := unix.SchedGetAttr(tid, 0); err == nil && attr.Policy != unix.SCHED_IDLE {
+			t.Errorf("thread %d of the listener process has scheduling policy %d, want SCHED_IDLE (%d)", tid, attr.Policy, unix.SCHED_IDLE)
+		}
 	}
 	if prio, _ := syscall.Getpriority(syscall.PRIO_PROCESS, os.Getpid()); 20-prio != 0 {
 		t.Errorf("the parent's own nice changed to %d", 20-prio)
+	}
+	if attr, err := unix.SchedGetAttr(os.Getpid(), 0); err != nil || attr.Policy != unix.SCHED_NORMAL {
+		t.Errorf("the parent's own policy: %+v, %v; want SCHED_NORMAL", attr, err)
 	}
 	for _, file := range []string{"cmdline", "environ"} {
 		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), file))
