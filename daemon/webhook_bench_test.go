@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -56,7 +57,7 @@ func BenchmarkRenderDuringWebhookFlood(b *testing.B) {
 			stop := func() floodCounts { return floodCounts{} }
 			floodStart := time.Now()
 			if c.flood {
-				stop = flood(b, d.WebhookAddr(), s.Host, 1000)
+				stop = flood(b, d.WebhookAddr(), s.Host, 1000, true).stop
 				time.Sleep(time.Second) // past the limiter's burst: the steady flood
 			}
 			heapBefore := heapInUse()
@@ -82,7 +83,10 @@ func BenchmarkRenderDuringWebhookFlood(b *testing.B) {
 			}
 			b.ReportMetric(float64(heapAfter-heapBefore)/(1<<20), "heap-growth-MiB")
 			if d.hookProc != nil {
+				// VmHWM counts the binary's pages, shared with the daemon's
+				// (the same file); RssAnon is the listener's own.
 				b.ReportMetric(procStatusMiB(d.hookProc.Pid(), "VmHWM"), "listener-peak-MiB")
+				b.ReportMetric(procStatusMiB(d.hookProc.Pid(), "RssAnon"), "listener-anon-MiB")
 			}
 		})
 	}
@@ -96,13 +100,22 @@ func heapInUse() int64 {
 	return int64(m.HeapInuse)
 }
 
-// flood posts perSecond distribution push events a second, each for another
-// repository no app uses, from a process of its own (TestFloodHelperProcess),
-// so that the sender's CPU is not the daemon's, until the returned stop, which
-// says how many were sent and answered.
-func flood(tb testing.TB, addr, host string, perSecond int) (stop func() floodCounts) {
-	return helperProcess(tb, fmt.Sprintf("send|%s|%s|%d", addr, host, perSecond), nil)
+// floodSender posts perSecond distribution push events a second to addr while
+// on, each for another repository no app uses, from a process of its own
+// (TestFloodHelperProcess), so that the sender's CPU is not the daemon's.
+type floodSender struct {
+	in   io.Writer
+	stop func() floodCounts // ends it; says how many were sent and answered
 }
+
+// flood starts a floodSender, sending at once when on.
+func flood(tb testing.TB, addr, host string, perSecond int, on bool) *floodSender {
+	in, stop := helperProcess(tb, fmt.Sprintf("send|%s|%s|%d|%t", addr, host, perSecond, on), nil)
+	return &floodSender{in: in, stop: stop}
+}
+
+func (f *floodSender) on()  { io.WriteString(f.in, "on\n") }  //nolint:errcheck // a dead sender fails stop
+func (f *floodSender) off() { io.WriteString(f.in, "off\n") } //nolint:errcheck
 
 // floodSink starts a process of its own that answers every request 200 after
 // reading its body, as cheaply as an HTTP server can: the flood sent there
@@ -119,14 +132,15 @@ func floodSink(tb testing.TB) (addr string, stop func()) {
 		tb.Fatal(err)
 	}
 	defer f.Close()
-	end := helperProcess(tb, "sink", f)
+	_, end := helperProcess(tb, "sink", f)
 	return ln.Addr().String(), func() { end() }
 }
 
 // helperProcess runs TestFloodHelperProcess with spec in a process of its own
-// (with listener as its fd 3 when given) until the returned stop closes its
-// stdin; stop returns the counts it printed ("sent N", "answered M").
-func helperProcess(tb testing.TB, spec string, listener *os.File) (stop func() floodCounts) {
+// (with listener as its fd 3 when given), reading commands on in, until the
+// returned stop closes in; stop returns the counts it printed ("sent N",
+// "answered M", "seconds S").
+func helperProcess(tb testing.TB, spec string, listener *os.File) (in io.Writer, stop func() floodCounts) {
 	args := []string{os.Args[0], "-test.run=^TestFloodHelperProcess$"}
 	if cpus := os.Getenv(floodCPUsEnv); cpus != "" {
 		args = append([]string{"taskset", "-c", cpus}, args...)
@@ -149,7 +163,7 @@ func helperProcess(tb testing.TB, spec string, listener *os.File) (stop func() f
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	return func() floodCounts {
+	return stdin, func() floodCounts {
 		stdin.Close()
 		if err := cmd.Wait(); err != nil {
 			tb.Fatalf("flood helper process %q: %v: %s", spec, err, out.String())
@@ -171,7 +185,7 @@ func helperProcess(tb testing.TB, spec string, listener *os.File) (stop func() f
 }
 
 // floodCounts are a sender's deliveries: sent, and answered (any status) by
-// the end, and the seconds from its first to its stop.
+// the end, and the seconds it was on.
 type floodCounts struct {
 	sent, answered int64
 	seconds        float64
@@ -203,14 +217,21 @@ func floodDaemonOptions() []Option {
 }
 
 // TestFloodHelperProcess is the sender of flood, or the sink of floodSink, run
-// as a process of its own until its stdin closes.
+// as a process of its own until its stdin closes. The sender sends while on:
+// "on" and "off" lines on its stdin switch it.
 func TestFloodHelperProcess(t *testing.T) {
 	spec := os.Getenv(floodEnv)
 	if spec == "" {
 		return // not a helper process: nothing to test here
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { io.Copy(io.Discard, os.Stdin); cancel() }() //nolint:errcheck // EOF ends it
+	cmds := make(chan string)
+	go func() {
+		for sc := bufio.NewScanner(os.Stdin); sc.Scan(); {
+			cmds <- sc.Text()
+		}
+		cancel() // EOF ends it
+	}()
 	if spec == "sink" {
 		ln, err := net.FileListener(os.NewFile(3, "listener"))
 		if err != nil {
@@ -225,65 +246,118 @@ func TestFloodHelperProcess(t *testing.T) {
 		return
 	}
 	parts := strings.Split(spec, "|")
-	addr, host := parts[1], parts[2]
 	perSecond, _ := strconv.Atoi(parts[3])
-	// Open loop, as a registry's notifications are: each event is sent on its
-	// tick whatever the answers to the ones before take. The listener makes a
-	// delivery over its rate wait for its turn (up to a second): a sender that
-	// waited for each answer before the next would send a fraction of the rate.
-	// A tick sends every event due since the start: a ticker drops the ticks of
-	// a receiver that ran late, and a sender below the renders' priority does.
-	var sent, answered atomic.Int64
-	var wg sync.WaitGroup
-	const maxInFlight = 1024 // a second and more of the rate, waiting for its turn
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: maxInFlight}, Timeout: 5 * time.Second}
-	inFlight := make(chan struct{}, maxInFlight)
-	tick := time.NewTicker(time.Second / time.Duration(perSecond))
+	s := &sender{addr: parts[1], host: parts[2], perSecond: perSecond, client: &http.Client{
+		Transport: &http.Transport{MaxIdleConnsPerHost: maxInFlight}, Timeout: 5 * time.Second},
+		inFlight: make(chan struct{}, maxInFlight)}
+	s.run(ctx, cmds, parts[4] == "true")
+	fmt.Printf("sent %d\nanswered %d\nseconds %f\n", s.sent.Load(), s.answered.Load(), s.onFor.Seconds())
+}
+
+// maxInFlight bounds a sender's deliveries waiting for answers: a second and
+// more of the rate, waiting for its turn.
+const maxInFlight = 1024
+
+// sender is the flood's sender, in its helper process.
+type sender struct {
+	addr, host     string
+	perSecond      int
+	client         *http.Client
+	inFlight       chan struct{}
+	wg             sync.WaitGroup
+	sent, answered atomic.Int64
+	onFor          time.Duration
+	next           int
+}
+
+// run sends while on, until ctx ends. Open loop, as a registry's
+// notifications are: each event is sent on its tick whatever the answers to
+// the ones before take. The listener makes a delivery over its rate wait for
+// its turn (up to a second): a sender that waited for each answer before the
+// next would send a fraction of the rate. A tick sends every event due since
+// the sender was switched on: a ticker drops the ticks of a receiver that ran
+// late, and a sender below the renders' priority does.
+func (s *sender) run(ctx context.Context, cmds <-chan string, on bool) {
+	defer s.wg.Wait()
+	tick := time.NewTicker(time.Second / time.Duration(s.perSecond))
 	defer tick.Stop()
-	start := time.Now()
-	for i := 0; ctx.Err() == nil; i++ {
-		if due := int(time.Since(start) * time.Duration(perSecond) / time.Second); i >= due {
+	var since time.Time
+	var base int
+	switchOn := func() { on, since, base = true, time.Now(), s.next }
+	switchOff := func() {
+		if on {
+			on, s.onFor = false, s.onFor+time.Since(since)
+		}
+	}
+	defer switchOff()
+	if on {
+		switchOn()
+	}
+	for ctx.Err() == nil {
+		if !on {
 			select {
+			case c := <-cmds:
+				if c == "on" {
+					switchOn()
+				}
 			case <-ctx.Done():
+			}
+			continue
+		}
+		if due := base + int(time.Since(since)*time.Duration(s.perSecond)/time.Second); s.next >= due {
+			select {
+			case c := <-cmds:
+				if c == "off" {
+					switchOff()
+				}
+				continue
+			case <-ctx.Done():
+				continue
 			case <-tick.C:
 			}
 		}
 		select {
-		case inFlight <- struct{}{}:
+		case s.inFlight <- struct{}{}:
+			s.send(ctx, s.next)
+			s.next++
 		case <-ctx.Done():
 		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Go(func() {
-			defer func() { <-inFlight }()
-			repo := fmt.Sprintf("unrelated/r%d", i)
-			body := fmt.Sprintf(`{"events":[{"id":"e-%d","timestamp":"2026-12-05T12:00:00Z","action":"push","target":{"mediaType":"application/vnd.oci.image.manifest.v1+json","size":100,"digest":"sha256:%064x","length":100,"repository":%q,"tag":"v1"},"request":{"host":%q,"method":"PUT"}}]}`,
-				i, i, repo, host)
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/webhooks/distribution", strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+testHookSecret)
-			req.Header.Set("Content-Type", "application/vnd.docker.distribution.events.v2+json")
-			sent.Add(1)
-			if resp, err := client.Do(req); err == nil {
-				io.Copy(io.Discard, resp.Body) //nolint:errcheck
-				resp.Body.Close()
-				answered.Add(1)
-			}
-		})
 	}
-	wg.Wait()
-	fmt.Printf("sent %d\nanswered %d\nseconds %f\n", sent.Load(), answered.Load(), time.Since(start).Seconds())
+}
+
+// send posts event i, on a goroutine of its own.
+func (s *sender) send(ctx context.Context, i int) {
+	s.wg.Go(func() {
+		defer func() { <-s.inFlight }()
+		repo := fmt.Sprintf("unrelated/r%d", i)
+		body := fmt.Sprintf(`{"events":[{"id":"e-%d","timestamp":"2026-12-05T12:00:00Z","action":"push","target":{"mediaType":"application/vnd.oci.image.manifest.v1+json","size":100,"digest":"sha256:%064x","length":100,"repository":%q,"tag":"v1"},"request":{"host":%q,"method":"PUT"}}]}`,
+			i, i, repo, s.host)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+s.addr+"/webhooks/distribution", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+testHookSecret)
+		req.Header.Set("Content-Type", "application/vnd.docker.distribution.events.v2+json")
+		s.sent.Add(1)
+		if resp, err := s.client.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body) //nolint:errcheck
+			resp.Body.Close()
+			s.answered.Add(1)
+		}
+	})
 }
 
 // BenchmarkFloodP99Interleaved: the render p99 quiet, under 1,000 webhook
 // events a second for unrelated repositories (the shipped rate limit), and
 // under the same flood sent to a sink process instead of the daemon, in
-// alternating rounds on one daemon, so that the machine's other load weighs on
-// all alike. Reported: the median of the rounds' p99s and their ratios. On a
-// machine of few cores the sender and the kernel's loopback share the CPUs the
-// renders use: flood/sink is what the daemon's handling of the events costs its
-// renders (the figure: within 1.10), flood/quiet what the whole flood costs on
-// this machine.
+// rounds of a segment of 500 renders of each kind on one daemon (b.N rounds,
+// the order turning), so that the machine's other load weighs on all alike.
+// Reported: the p99 of every render of a kind pooled, and the median of the
+// segments' p99s, with their ratios. On a machine of few cores the sender and
+// the kernel's loopback share the CPUs the renders use: flood/sink is what the
+// daemon's handling of the events costs its renders, flood/quiet what the
+// whole flood costs on this machine. The sender and the sink run at the
+// listener's priority (SCHED_IDLE): the sender stands for a registry
+// elsewhere. IMAGE_RESOLVER_BENCH_FLOOD_IN_PROCESS=1 serves the webhooks in
+// the daemon's process (the baseline); IMAGE_RESOLVER_BENCH_FLOOD_WORKERS=1
+// renders in worker processes, as the sidecar does.
 func BenchmarkFloodP99Interleaved(b *testing.B) {
 	s := rt.New(b)
 	pushTags(b, s, "web", "linux/amd64", "1.0.0", "1.1.0")
@@ -298,7 +372,8 @@ func BenchmarkFloodP99Interleaved(b *testing.B) {
 	sinkAddr, stopSink := floodSink(b)
 	defer stopSink()
 	n := 0
-	var cpu [3]time.Duration // this process's CPU per render: quiet, flood, sink
+	var cpu [3]time.Duration      // this process's CPU per render: quiet, flood, sink
+	var pooled [3][]time.Duration // every render's latency, by kind
 	segment := func(renders int, kind int) time.Duration {
 		lat := make([]time.Duration, 0, renders)
 		cpu0 := processCPU()
@@ -309,29 +384,44 @@ func BenchmarkFloodP99Interleaved(b *testing.B) {
 			lat = append(lat, time.Since(t0))
 		}
 		cpu[kind] += (processCPU() - cpu0) / time.Duration(renders*b.N)
+		pooled[kind] = append(pooled[kind], lat...)
 		slices.Sort(lat)
 		return lat[len(lat)*99/100]
 	}
-	var rates, sentRates [3][]float64 // events a second answered, sent: -, flood, sink
-	floodedSegment := func(addr string, kind int) time.Duration {
-		stop := flood(b, addr, s.Host, 1000)
-		// Deferred, so that a render failing the benchmark still stops the sender.
-		defer func() {
-			n := stop()
-			rates[kind] = append(rates[kind], float64(n.answered)/n.seconds)
-			sentRates[kind] = append(sentRates[kind], float64(n.sent)/n.seconds)
-		}()
-		time.Sleep(time.Second) // past the limiter's burst
-		return segment(1000, kind)
-	}
+	// Two senders, started once and switched on in turn: one to the daemon's
+	// listener, one to the sink. A round runs a segment of each kind, in an
+	// order that turns with the rounds, each after a second that lets the one
+	// before settle (the deliveries waiting for their turn answered) and, when
+	// flooded, the listener's burst pass.
+	senders := [3]*floodSender{nil, flood(b, d.WebhookAddr(), s.Host, 1000, false), flood(b, sinkAddr, s.Host, 1000, false)}
+	var counts [3]floodCounts
+	defer func() { // deferred, so that a render failing the benchmark still stops them
+		for k, f := range senders {
+			if f != nil {
+				counts[k] = f.stop()
+			}
+		}
+	}()
 	segment(200, 0) // warm
-	cpu[0] = 0
-	var quiet, flooded, sunk []time.Duration
-	for range b.N {
-		quiet = append(quiet, segment(1000, 0))
-		flooded = append(flooded, floodedSegment(d.WebhookAddr(), 1))
-		sunk = append(sunk, floodedSegment(sinkAddr, 2))
+	cpu[0], pooled[0] = 0, nil
+	var p99s [3][]time.Duration
+	for r := range b.N {
+		for i := range 3 {
+			kind := (r + i) % 3
+			if senders[kind] != nil {
+				senders[kind].on()
+			}
+			time.Sleep(time.Second)
+			p99s[kind] = append(p99s[kind], segment(floodSegmentRenders, kind))
+			if senders[kind] != nil {
+				senders[kind].off()
+			}
+		}
 	}
+	for k, f := range senders[1:] {
+		counts[k+1], senders[k+1] = f.stop(), nil
+	}
+	quiet, flooded, sunk := p99s[0], p99s[1], p99s[2]
 	median := func(ds []time.Duration) time.Duration { slices.Sort(ds); return ds[len(ds)/2] }
 	q, f, k := median(quiet), median(flooded), median(sunk)
 	b.ReportMetric(float64(q.Microseconds())/1000, "p99-quiet-ms")
@@ -339,14 +429,30 @@ func BenchmarkFloodP99Interleaved(b *testing.B) {
 	b.ReportMetric(float64(k.Microseconds())/1000, "p99-sink-ms")
 	b.ReportMetric(float64(f)/float64(k), "flood/sink")
 	b.ReportMetric(float64(f)/float64(q), "flood/quiet")
-	b.ReportMetric(slices.Min(rates[1]), "min-events/s-flood")
-	b.ReportMetric(slices.Min(rates[2]), "min-events/s-sink")
-	b.ReportMetric(slices.Min(sentRates[1]), "min-sent/s-flood")
-	b.ReportMetric(slices.Min(sentRates[2]), "min-sent/s-sink")
+	// The p99 of every render of a kind, all rounds pooled: steadier than the
+	// median of the rounds' p99s, each of which is its 10th slowest render.
+	var p99 [3]time.Duration
+	for k := range pooled {
+		slices.Sort(pooled[k])
+		p99[k] = pooled[k][len(pooled[k])*99/100]
+	}
+	b.ReportMetric(float64(p99[1])/float64(p99[0]), "pooled-flood/quiet")
+	b.ReportMetric(float64(p99[1])/float64(p99[2]), "pooled-flood/sink")
+	b.ReportMetric(float64(p99[0].Microseconds())/1000, "pooled-p99-quiet-ms")
+	for k, name := range []string{"", "flood", "sink"} {
+		if n := counts[k]; n.seconds > 0 {
+			b.ReportMetric(float64(n.sent)/n.seconds, "sent/s-"+name)
+			b.ReportMetric(float64(n.answered)/n.seconds, "answered/s-"+name)
+		}
+	}
 	b.ReportMetric(float64(cpu[0].Microseconds())/1000, "cpu-ms/render-quiet")
 	b.ReportMetric(float64(cpu[1].Microseconds())/1000, "cpu-ms/render-flood")
 	b.ReportMetric(float64(cpu[2].Microseconds())/1000, "cpu-ms/render-sink")
 }
+
+// floodSegmentRenders is how many renders a segment of
+// BenchmarkFloodP99Interleaved times.
+const floodSegmentRenders = 500
 
 // processCPU is the CPU time (user and system) this process has used.
 func processCPU() time.Duration {
