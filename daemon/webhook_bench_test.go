@@ -202,6 +202,10 @@ const floodCPUsEnv = "IMAGE_RESOLVER_BENCH_FLOOD_CPUS"
 // in worker processes, as the sidecar runs it, rather than in its own process.
 const floodWorkersEnv = "IMAGE_RESOLVER_BENCH_FLOOD_WORKERS"
 
+// floodClientsEnv, when set to N, makes BenchmarkFloodP99Interleaved ask for
+// N renders at once (default 1): over the CPUs' number, they leave no CPU idle.
+const floodClientsEnv = "IMAGE_RESOLVER_BENCH_FLOOD_CLIENTS"
+
 // floodInProcessEnv, when set, makes the flood benchmarks' daemon serve the
 // webhooks in its own process, as before the listener process (the baseline).
 const floodInProcessEnv = "IMAGE_RESOLVER_BENCH_FLOOD_IN_PROCESS"
@@ -374,15 +378,31 @@ func BenchmarkFloodP99Interleaved(b *testing.B) {
 	n := 0
 	var cpu [3]time.Duration      // this process's CPU per render: quiet, flood, sink
 	var pooled [3][]time.Duration // every render's latency, by kind
+	clients := 1                  // renders asked for at once: more than the CPUs keeps them busy
+	if v, err := strconv.Atoi(os.Getenv(floodClientsEnv)); err == nil && v > 0 {
+		clients = v
+	}
 	segment := func(renders int, kind int) time.Duration {
 		lat := make([]time.Duration, 0, renders)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
 		cpu0 := processCPU()
-		for range renders {
-			n++
-			t0 := time.Now()
-			delegatedRender(b, d.cfg.Socket, dir, argoEnviron(b, "web", fmt.Sprintf("rev-%d", n), policy))
-			lat = append(lat, time.Since(t0))
+		for c := range clients {
+			wg.Go(func() {
+				for i := c; i < renders; i += clients {
+					mu.Lock()
+					n++
+					rev := fmt.Sprintf("rev-%d", n)
+					mu.Unlock()
+					t0 := time.Now()
+					delegatedRender(b, d.cfg.Socket, dir, argoEnviron(b, "web", rev, policy))
+					mu.Lock()
+					lat = append(lat, time.Since(t0))
+					mu.Unlock()
+				}
+			})
 		}
+		wg.Wait()
 		cpu[kind] += (processCPU() - cpu0) / time.Duration(renders*b.N)
 		pooled[kind] = append(pooled[kind], lat...)
 		slices.Sort(lat)
