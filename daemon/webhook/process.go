@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -255,7 +254,7 @@ func (p *Process) spawn() (*child, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the webhook listener: %w", err)
 	}
-	c := &child{p: p, cmd: cmd, stdin: stdin, conn: newConn(stdout, stdin), pending: map[uint64]chan struct{}{},
+	c := &child{p: p, cmd: cmd, stdin: stdin, conn: newConn(stdout, stdin),
 		last: map[[2]string]float64{}, read: make(chan error, 1)}
 	p.mu.Lock()
 	p.cur = c
@@ -279,12 +278,11 @@ type child struct {
 	stdin io.Closer
 	conn  *conn
 	read  chan error
-	next  atomic.Uint64
+	asks  waiting // count requests
 
-	mu      sync.Mutex
-	pending map[uint64]chan struct{} // count requests, closed when answered
-	last    map[[2]string]float64
-	asking  bool // a count request is unanswered: no other is sent
+	mu     sync.Mutex
+	last   map[[2]string]float64
+	asking bool // a count request is unanswered: no other is sent
 }
 
 // wait waits for the child to exit and folds its last counts into the base.
@@ -313,14 +311,7 @@ func (c *child) wait() error {
 
 // serve answers the child's messages until its output ends.
 func (c *child) serve() error {
-	defer func() {
-		c.mu.Lock()
-		for id, ch := range c.pending {
-			close(ch)
-			delete(c.pending, id)
-		}
-		c.mu.Unlock()
-	}()
+	defer c.asks.close()
 	for {
 		m, err := c.conn.receive()
 		if err != nil {
@@ -335,7 +326,8 @@ func (c *child) serve() error {
 				return err
 			}
 		case msgCounts:
-			c.answered(m.ID, m.Counts)
+			c.keepCounts(m.Counts) // a late answer too: the next scrape may ask again
+			c.asks.reply(m)
 		case msgLog:
 			c.p.relog(m.Log)
 		default:
@@ -369,36 +361,33 @@ func (c *child) counts(wait time.Duration) map[[2]string]float64 {
 		return c.last
 	}
 	c.asking = true
-	id := c.next.Add(1)
-	answered := make(chan struct{})
-	c.pending[id] = answered
 	c.mu.Unlock()
-	go func() {
-		if err := c.conn.send(message{Type: msgCount, ID: id}); err != nil {
-			c.answered(id, nil)
+	if id, reply, ok := c.asks.add(); ok {
+		defer c.asks.drop(id)
+		go func() {
+			if err := c.conn.send(message{Type: msgCount, ID: id}); err != nil {
+				c.keepCounts(nil)
+			}
+		}()
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-reply:
+		case <-t.C:
 		}
-	}()
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-answered:
-	case <-t.C:
+	} else {
+		c.keepCounts(nil) // the child is gone
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.last
 }
 
-// answered ends the count request id, keeping counts when it has them.
-func (c *child) answered(id uint64, counts []count) {
+// keepCounts keeps the counts the child answered (nil: the request failed)
+// and lets the next scrape ask again.
+func (c *child) keepCounts(counts []count) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ch, ok := c.pending[id]
-	if !ok {
-		return
-	}
-	delete(c.pending, id)
-	close(ch)
 	c.asking = false
 	if counts == nil {
 		return

@@ -118,3 +118,56 @@ func (c *conn) receive() (message, error) {
 	}
 	return m, nil
 }
+
+// waiting are one side's requests waiting for the other's reply, by id.
+type waiting struct {
+	mu     sync.Mutex
+	next   uint64
+	m      map[uint64]chan message
+	closed bool
+}
+
+// add registers a request: its id and the channel its reply comes on (closed
+// without one when the other side is gone). ok is false once closed.
+func (w *waiting) add() (id uint64, reply <-chan message, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return 0, nil, false
+	}
+	if w.m == nil {
+		w.m = map[uint64]chan message{}
+	}
+	w.next++
+	ch := make(chan message, 1)
+	w.m[w.next] = ch
+	return w.next, ch, true
+}
+
+// drop forgets request id (its waiter gave up).
+func (w *waiting) drop(id uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, id)
+}
+
+// reply hands m to the request of its id, if one still waits.
+func (w *waiting) reply(m message) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch, ok := w.m[m.ID]; ok {
+		delete(w.m, m.ID)
+		ch <- m
+	}
+}
+
+// close ends every request without a reply, and refuses new ones.
+func (w *waiting) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	for id, ch := range w.m {
+		close(ch)
+		delete(w.m, id)
+	}
+}

@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,7 +39,7 @@ func ServeProcess(in io.Reader, out io.Writer, listener *os.File) error {
 	if err := lowerPriority(init.Nice, init.Idle); err != nil {
 		log.Warn("webhook listener priority not lowered in full: a flood of deliveries may slow renders", "nice", init.Nice, "idle", init.Idle, "err", err)
 	}
-	sink := &parentSink{c: c, timeout: init.PushTimeout, pending: map[uint64]chan message{}}
+	sink := &parentSink{c: c, timeout: init.PushTimeout}
 	reg := prometheus.NewRegistry()
 	h, err := NewHandler(init.Secrets, sink, append(init.Limits.options(), WithRegisterer(reg), WithLogger(log))...)
 	if err != nil {
@@ -75,29 +73,20 @@ const shutdownWait = 5 * time.Second
 
 // parentSink hands pushes to the parent and waits for its verdicts.
 type parentSink struct {
-	c       *conn
-	timeout time.Duration
-	next    atomic.Uint64
-
-	mu      sync.Mutex
-	pending map[uint64]chan message
-	closed  bool
+	c        *conn
+	timeout  time.Duration
+	verdicts waiting
 }
 
 var errParentGone = errors.New("the daemon did not take the push")
 
 // Push implements Sink.
 func (s *parentSink) Push(ctx context.Context, ev Event) (bool, error) {
-	id := s.next.Add(1)
-	reply := make(chan message, 1)
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	id, reply, ok := s.verdicts.add()
+	if !ok {
 		return false, errParentGone
 	}
-	s.pending[id] = reply
-	s.mu.Unlock()
-	defer func() { s.mu.Lock(); delete(s.pending, id); s.mu.Unlock() }()
+	defer s.verdicts.drop(id)
 	if err := s.c.send(message{Type: msgPush, ID: id, Event: &ev}); err != nil {
 		return false, fmt.Errorf("%w: %w", errParentGone, err)
 	}
@@ -122,15 +111,7 @@ func (s *parentSink) Push(ctx context.Context, ev Event) (bool, error) {
 // read answers the parent's messages until its input ends: verdicts to the
 // pushes waiting for them, counts to its requests.
 func (s *parentSink) read(h *Handler) error {
-	defer func() {
-		s.mu.Lock()
-		s.closed = true
-		for id, ch := range s.pending {
-			close(ch)
-			delete(s.pending, id)
-		}
-		s.mu.Unlock()
-	}()
+	defer s.verdicts.close()
 	for {
 		m, err := s.c.receive()
 		if err != nil {
@@ -138,11 +119,7 @@ func (s *parentSink) read(h *Handler) error {
 		}
 		switch m.Type {
 		case msgPushed:
-			s.mu.Lock()
-			if ch, ok := s.pending[m.ID]; ok {
-				ch <- m
-			}
-			s.mu.Unlock()
+			s.verdicts.reply(m)
 		case msgCount:
 			if err := s.c.send(message{Type: msgCounts, ID: m.ID, Counts: h.counts()}); err != nil {
 				return err
