@@ -245,7 +245,35 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.Registry.Close()
 		return err
 	}
-	servers := []*http.Server{newSocketServer(d.socketHandler())}
+	servers, errc, err := d.serve()
+	if err != nil {
+		d.Registry.Close()
+		return err
+	}
+	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
+	loopsDone := d.startLoops(ctx, loopCtx)
+	d.ready.Store(true)
+	close(d.readyCh)
+	d.logServing()
+
+	select {
+	case <-ctx.Done():
+		d.log.Info("daemon stopping", "reason", context.Cause(ctx))
+	case err = <-errc:
+		err = fmt.Errorf("daemon: server stopped: %w", err)
+		d.log.Error("daemon failed", "err", err)
+	}
+	d.ready.Store(false)
+	stopLoop()
+	loopsDone() // the pin writer flushes what is queued, the watch list saves its last changes: bounded
+	return d.shutdown(ctx, servers, err)
+}
+
+// serve starts the servers on the daemon's listeners (the webhooks' in their
+// listener process, when there is one); a server that stops sends its error on
+// errc.
+func (d *Daemon) serve() (servers []*http.Server, errc chan error, err error) {
+	servers = []*http.Server{newSocketServer(d.socketHandler())}
 	listeners := []net.Listener{d.socketLn}
 	if d.metricsLn != nil {
 		servers = append(servers, &http.Server{Handler: d.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second})
@@ -253,52 +281,52 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	switch {
 	case d.hookLn != nil && d.hookStart != nil:
-		if err := d.startWebhookProcess(ctx); err != nil {
+		if err := d.startWebhookProcess(); err != nil {
 			for _, ln := range []net.Listener{d.socketLn, d.metricsLn, d.hookLn} {
 				if ln != nil {
 					ln.Close()
 				}
 			}
-			d.Registry.Close()
-			return err
+			return nil, nil, err
 		}
 	case d.hookLn != nil:
 		servers = append(servers, webhook.NewServer(d.webhooks))
 		listeners = append(listeners, netutil.LimitListener(d.hookLn, webhook.MaxConns))
 	}
-	errc := make(chan error, len(servers))
+	errc = make(chan error, len(servers))
 	for i, srv := range servers {
 		go func() { errc <- srv.Serve(listeners[i]) }()
 	}
-	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
-	loopDone := make(chan struct{})
+	return servers, errc, nil
+}
+
+// startLoops starts the background loops (refreshes, pushes, the watch list,
+// pins) until loopCtx ends; wait returns once they all have.
+func (d *Daemon) startLoops(ctx, loopCtx context.Context) (wait func()) {
+	var wg sync.WaitGroup
+	if d.Refresher != nil {
+		wg.Go(func() { d.Refresher.Run(loopCtx) })
+	}
+	wg.Go(func() { d.runPushes(loopCtx) })
+	if d.watch != nil {
+		d.watch.load(ctx)
+		wg.Go(func() { d.watch.run(loopCtx) })
+	}
+	if d.pins != nil {
+		wg.Go(func() { d.pins.Run(loopCtx) })
+	}
+	return wg.Wait
+}
+
+// logServing logs the start-up line: what the daemon serves, with which settings.
+func (d *Daemon) logServing() {
 	refresh := "off"
 	if d.Refresher != nil {
 		refresh = fmt.Sprintf("hard, at most once per %s per app, a pass every %s", d.cfg.RefreshInterval, d.Refresher.every)
 		if d.Refresher.notifier == nil {
 			refresh = fmt.Sprintf("pins only (no Kubernetes API): pin-mode use apps get new pins, at most once per %s per app, a pass every %s", d.cfg.RefreshInterval, d.Refresher.every)
 		}
-		go func() { defer close(loopDone); d.Refresher.Run(loopCtx) }()
-	} else {
-		close(loopDone)
 	}
-	pushesDone := make(chan struct{})
-	go func() { defer close(pushesDone); d.runPushes(loopCtx) }()
-	watchDone := make(chan struct{})
-	if d.watch != nil {
-		d.watch.load(ctx)
-		go func() { defer close(watchDone); d.watch.run(loopCtx) }()
-	} else {
-		close(watchDone)
-	}
-	pinsDone := make(chan struct{})
-	if d.pins != nil {
-		go func() { defer close(pinsDone); d.pins.Run(loopCtx) }()
-	} else {
-		close(pinsDone)
-	}
-	d.ready.Store(true)
-	close(d.readyCh)
 	d.log.Info("daemon serving", "socket", d.cfg.Socket, "metrics", d.MetricsAddr(),
 		"tagTTL", d.cfg.TagTTL, "headTTL", d.cfg.HeadTTL, "staleIfError", d.cfg.StaleIfError,
 		"refreshAhead", d.cfg.RefreshAhead, "manifestCacheSize", config.FormatSize(d.cfg.ManifestCacheSize),
@@ -309,21 +337,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.log.Warn("the memory budget holds fewer renders than renderWorkers", "renderWorkers", d.cfg.RenderWorkers,
 			"rendersAtOnce", d.memory.Workers, "memory", d.memory.String())
 	}
+}
 
-	var err error
-	select {
-	case <-ctx.Done():
-		d.log.Info("daemon stopping", "reason", context.Cause(ctx))
-	case err = <-errc:
-		err = fmt.Errorf("daemon: server stopped: %w", err)
-		d.log.Error("daemon failed", "err", err)
-	}
-	d.ready.Store(false)
-	stopLoop()
-	<-loopDone
-	<-pushesDone
-	<-pinsDone  // the writer flushes what is queued, bounded
-	<-watchDone // the watch list's last changes are saved, bounded
+// shutdown stops the servers (requests in flight finished, for up to
+// shutdownTimeout), the webhook listener process, the cache and the render
+// workers. It returns err, or else the first server's that failed to stop.
+func (d *Daemon) shutdown(ctx context.Context, servers []*http.Server, err error) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
 	for _, srv := range servers {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/argocd-image-resolver/argocd-image-resolver/daemon/webhook"
 )
@@ -56,32 +55,24 @@ func (d *Daemon) webhookKinds() string {
 	return strings.Join(kinds, ",") + " on " + d.WebhookAddr() + ", " + where
 }
 
-// webhookStartWait bounds how long a daemon's start waits for its webhook
-// listener process to serve.
-const webhookStartWait = 10 * time.Second
-
 // startWebhookProcess starts the webhook listener process on the daemon's
-// listener, registers its counts, and waits for it to serve (for at most
-// webhookStartWait: a listener slow to start is logged, and deliveries wait in
-// the kernel's backlog meanwhile).
-func (d *Daemon) startWebhookProcess(ctx context.Context) error {
+// listener and registers its counts. It does not wait for the process to
+// serve: deliveries wait in the kernel's backlog meanwhile, and the daemon's
+// readiness is its renders', not the listener's.
+func (d *Daemon) startWebhookProcess() error {
 	opts := append([]webhook.ProcessOption{webhook.WithProcessLogger(d.log)}, d.hookProcOpts...)
 	p, err := webhook.StartProcess(d.hookStart, d.hookLn.(*net.TCPListener), d.hookSecrets, webhookSink{d}, opts...)
 	if err != nil {
 		return fmt.Errorf("webhooks: %w", err)
 	}
-	d.hookSecrets = nil // the process has them; the daemon needs them no more
+	d.hookSecrets = nil // the process keeps them for its restarts; the daemon needs them no more
 	if err := d.Metrics.Registry.Register(p); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
 		p.Stop(ctx)
 		return fmt.Errorf("webhooks: registering the listener's metrics: %w", err)
 	}
 	d.hookProc = p
-	select {
-	case <-p.Ready():
-	case <-time.After(webhookStartWait):
-		d.log.Warn("the webhook listener process is not serving yet", "after", webhookStartWait)
-	case <-ctx.Done():
-	}
 	return nil
 }
 
